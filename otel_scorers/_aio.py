@@ -1,0 +1,63 @@
+"""One background event loop that runs the library's coroutines for synchronous callers.
+
+The scorers and the judge client are written once, as coroutines. ``scorer.run()`` submits
+``scorer.arun()`` to this loop and waits, so sync and async callers share one code path, and
+litellm's async HTTP clients live on a single long-lived loop instead of one loop per call.
+After ``os.fork()`` the child starts a fresh loop on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Coroutine
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+__all__ = ["run_sync", "submit"]
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+_thread: threading.Thread | None = None
+
+
+def _ensure_loop() -> asyncio.AbstractEventLoop:
+    global _loop, _thread
+    with _lock:
+        if _loop is None or _thread is None or not _thread.is_alive():
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="otel-scorers-loop",
+                                      daemon=True)
+            thread.start()
+            _loop, _thread = loop, thread
+        return _loop
+
+
+def _reset_after_fork() -> None:
+    global _loop, _thread, _lock
+    _lock = threading.Lock()
+    _loop, _thread = None, None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def submit(coro: Coroutine[Any, Any, T]) -> Future[T]:
+    """Schedule ``coro`` on the background loop and return a concurrent future."""
+    loop = _ensure_loop()
+    return asyncio.run_coroutine_threadsafe(coro, loop)
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on the background loop and wait for its result.
+
+    Calling it from the background loop itself would deadlock, so that raises instead.
+    """
+    if _thread is not None and threading.current_thread() is _thread:
+        coro.close()
+        raise RuntimeError("run() called from the otel-scorers event loop: await arun() instead")
+    return submit(coro).result()

@@ -1,0 +1,116 @@
+"""The exception tree of otel-scorers.
+
+::
+
+    OtelScorersError
+    ├── ConfigError            bad configuration (raised at construction, never at run time)
+    ├── ScorerInputError       the run has nothing the scorer can judge     error.type invalid_input
+    └── JudgeError             the judge call failed                        error.type below
+        ├── JudgeTimeoutError        timeout
+        ├── JudgeConnectionError     connection_error
+        ├── JudgeRateLimitError      rate_limited
+        ├── JudgeServerError         server_error       (HTTP 5xx)
+        ├── JudgeRequestError        request_rejected   (other HTTP 4xx: auth, bad request)
+        ├── JudgeResponseError       invalid_response   (the body is not a chat completion)
+        └── JudgeOutputError         invalid_output     (schema broken, after one re-ask)
+            └── JudgeTruncatedError  truncated_output   (finish_reason == "length")
+
+Scorers turn ``ScorerInputError`` and ``JudgeError`` into error results (``ScoreResult.error``,
+never a score); ``ScoreResult.raise_for_error()`` raises them again. ``error_type`` is the stable,
+low-cardinality value written to the ``error.type`` attribute and metric label.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ConfigError",
+    "JudgeConnectionError",
+    "JudgeError",
+    "JudgeOutputError",
+    "JudgeRateLimitError",
+    "JudgeRequestError",
+    "JudgeResponseError",
+    "JudgeServerError",
+    "JudgeTimeoutError",
+    "JudgeTruncatedError",
+    "OtelScorersError",
+    "ScorerInputError",
+]
+
+
+class OtelScorersError(Exception):
+    """Base class of every error this library raises on purpose."""
+
+    error_type = "internal_error"
+
+
+class ConfigError(OtelScorersError, ValueError):
+    """Invalid configuration: raised when a scorer, judge or processor is built."""
+
+    error_type = "config_error"
+
+
+class ScorerInputError(OtelScorersError):
+    """The run lacks what the scorer needs (no user prompt, empty response, ...)."""
+
+    error_type = "invalid_input"
+
+
+class JudgeError(OtelScorersError):
+    """The judge model could not produce a valid judgement."""
+
+    error_type = "judge_error"
+    #: The judge usage spent before the failure (a ``JudgeUsage``), set by the judge client.
+    usage: Any = None
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class JudgeTimeoutError(JudgeError):
+    error_type = "timeout"
+
+
+class JudgeConnectionError(JudgeError):
+    error_type = "connection_error"
+
+
+class JudgeRateLimitError(JudgeError):
+    error_type = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+        super().__init__(message, status_code=429)
+        self.retry_after_s = retry_after_s
+
+
+class JudgeServerError(JudgeError):
+    error_type = "server_error"
+
+
+class JudgeRequestError(JudgeError):
+    error_type = "request_rejected"
+
+
+class JudgeResponseError(JudgeError):
+    error_type = "invalid_response"
+
+
+class JudgeOutputError(JudgeError):
+    error_type = "invalid_output"
+
+
+class JudgeTruncatedError(JudgeOutputError):
+    error_type = "truncated_output"
+
+
+ERROR_TYPES: dict[str, type[OtelScorersError]] = {
+    cls.error_type: cls
+    for cls in (
+        OtelScorersError, ConfigError, ScorerInputError, JudgeError, JudgeTimeoutError,
+        JudgeConnectionError, JudgeRateLimitError, JudgeServerError, JudgeRequestError,
+        JudgeResponseError, JudgeOutputError, JudgeTruncatedError,
+    )
+}

@@ -1,0 +1,442 @@
+"""The judge client: one structured LLM call through litellm, done carefully.
+
+A :class:`JudgeRequest` holds trusted instructions, untrusted text fields and the pydantic model
+of the expected answer. :meth:`JudgeClient.judge` redacts and truncates every field, fences it
+with a per-call nonce, asks the model for JSON (a JSON schema where the provider supports
+structured output, JSON mode plus the schema in the prompt otherwise), retries transient
+failures with jittered backoff, re-asks once when the answer breaks the schema, and returns the
+parsed answer with token usage, cost and latency. Failures raise :class:`JudgeError`
+subclasses, each carrying the usage spent so far.
+
+litellm is imported on first use (its import takes seconds); the import runs in a worker
+thread so the event loop stays responsive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import functools
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Generic, Literal, TypeVar, get_args
+
+from opentelemetry import context as otel_context
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from otel_scorers.errors import (
+    ConfigError,
+    JudgeError,
+    JudgeOutputError,
+    JudgeTimeoutError,
+    JudgeTruncatedError,
+)
+from otel_scorers.judge.fence import Fence, truncate
+from otel_scorers.judge.redact import Redactor, RegexRedactor
+from otel_scorers.judge.retry import RetryPolicy, classify_exception
+
+__all__ = [
+    "DEFAULT_LOCAL_MODEL",
+    "JudgeClient",
+    "JudgeRequest",
+    "JudgeUsage",
+    "Judgement",
+    "StructuredOutput",
+    "suppress_instrumentation",
+]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T", bound=BaseModel)
+StructuredOutput = Literal["auto", "json_schema", "json_object", "json_object_schema", "prompt"]
+DEFAULT_LOCAL_MODEL = "local/smollm2"
+ENV_MODEL = "OTEL_SCORERS_JUDGE_MODEL"
+ENV_API_BASE = "OTEL_SCORERS_JUDGE_API_BASE"
+ENV_API_KEY = "OTEL_SCORERS_JUDGE_API_KEY"
+
+
+class JudgeUsage(BaseModel):
+    """What judging one run cost: calls (re-asks and retries included), tokens, money, time."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    latency_s: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model, "calls": self.calls, "promptTokens": self.prompt_tokens,
+            "completionTokens": self.completion_tokens, "costUsd": self.cost_usd,
+            "latencySeconds": round(self.latency_s, 6),
+        }
+
+
+@dataclass(frozen=True)
+class JudgeRequest(Generic[T]):
+    """One judgement to ask for.
+
+    ``instructions`` are this library's own (trusted) words; ``fields`` are ``(name, text)``
+    pairs of untrusted text, fenced one by one; ``task`` closes the user message.
+    """
+
+    instructions: str
+    fields: Sequence[tuple[str, str]]
+    answer_model: type[T]
+    task: str = ""
+
+
+@dataclass(frozen=True)
+class Judgement(Generic[T]):
+    value: T
+    usage: JudgeUsage
+    raw: str = ""
+
+
+@dataclass
+class _Meter:
+    model: str
+    started: float = field(default_factory=time.monotonic)
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+
+    def add(self, response: Any, cost: float | None) -> None:
+        usage = getattr(response, "usage", None)
+        self.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
+        self.completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
+        if cost is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + cost
+
+    def freeze(self) -> JudgeUsage:
+        return JudgeUsage(model=self.model, calls=self.calls, prompt_tokens=self.prompt_tokens,
+                          completion_tokens=self.completion_tokens, cost_usd=self.cost_usd,
+                          latency_s=time.monotonic() - self.started)
+
+
+@contextlib.contextmanager
+def suppress_instrumentation() -> Iterator[None]:
+    """Mark the current context so OTel instrumentations (HTTP clients, LLM SDKs) stay silent.
+
+    Judge calls must never produce telemetry that would itself be selected and scored.
+    """
+    ctx = otel_context.set_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY, True)
+    ctx = otel_context.set_value(otel_context._SUPPRESS_HTTP_INSTRUMENTATION_KEY, True, ctx)
+    token = otel_context.attach(ctx)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+@functools.cache
+def _litellm() -> ModuleType:
+    # The bundled price map avoids a network fetch at import; users may override the variable.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    module: ModuleType = litellm
+    return module
+
+
+def load_litellm() -> ModuleType:
+    """Import litellm (seconds, once) and register this library's local providers."""
+    module = _litellm()
+    from otel_scorers.judge import local
+
+    local.register(module)
+    return module
+
+
+class JudgeClient:
+    """A judge model reached through litellm.
+
+    ``model`` is any litellm model string (``openai/gpt-5-mini``, ``anthropic/...``,
+    ``ollama/...``, ``openai/<name>`` with an OpenAI-compatible ``api_base``). When it is not
+    given, ``OTEL_SCORERS_JUDGE_MODEL`` is read, then the embedded local model is used.
+    ``structured_output`` picks how JSON is requested: ``auto`` asks litellm whether the model
+    supports JSON schemas; ``json_object_schema`` is llama.cpp's server form.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 2048,
+        timeout_s: float = 60.0,
+        total_timeout_s: float = 180.0,
+        retry: RetryPolicy | None = None,
+        structured_output: StructuredOutput = "auto",
+        redactor: Redactor | bool | None = None,
+        max_field_chars: int = 12_000,
+        extra_params: Mapping[str, Any] | None = None,
+    ) -> None:
+        resolved = model or os.environ.get(ENV_MODEL) or DEFAULT_LOCAL_MODEL
+        if "/" not in resolved and not resolved.startswith(("gpt-", "o1", "o3", "o4", "claude")):
+            logger.debug("judge model %r has no provider prefix; litellm will infer one", resolved)
+        if structured_output not in get_args(StructuredOutput):
+            raise ConfigError(f"structured_output must be one of {get_args(StructuredOutput)}")
+        for name, value in (("timeout_s", timeout_s), ("total_timeout_s", total_timeout_s),
+                            ("max_tokens", max_tokens), ("max_field_chars", max_field_chars)):
+            if value <= 0:
+                raise ConfigError(f"{name} must be > 0, got {value!r}")
+        if not 0.0 <= temperature <= 2.0:
+            raise ConfigError(f"temperature must be within [0, 2], got {temperature!r}")
+        self.model = resolved
+        self.api_base = api_base or (os.environ.get(ENV_API_BASE) if model is None else None)
+        self._api_key = api_key or (os.environ.get(ENV_API_KEY) if model is None else None)
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.timeout_s = timeout_s
+        self.total_timeout_s = total_timeout_s
+        self.retry = retry or RetryPolicy()
+        self.structured_output: StructuredOutput = structured_output
+        self.redactor: Redactor | None = RegexRedactor() if redactor is True else (
+            redactor or None)
+        self.max_field_chars = max_field_chars
+        self.extra_params = dict(extra_params or {})
+
+    def __repr__(self) -> str:
+        return f"JudgeClient(model={self.model!r}, api_base={self.api_base!r})"
+
+    @property
+    def fingerprint(self) -> str:
+        """Identifies everything about this client that can change a judgement (cache keys)."""
+        parts = [self.model, self.api_base or "", str(self.temperature), str(self.max_tokens),
+                 self.structured_output, str(self.max_field_chars), repr(self.redactor),
+                 json.dumps(self.extra_params, sort_keys=True, default=str)]
+        return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
+
+    # -- the call -----------------------------------------------------------------------------
+    async def judge(self, request: JudgeRequest[T]) -> Judgement[T]:
+        """Ask the judge once (plus retries and at most one corrective re-ask)."""
+        deadline = time.monotonic() + self.total_timeout_s
+        litellm = await asyncio.to_thread(load_litellm)
+        meter = _Meter(self.model)  # latency counts the judge, not the one-time import
+        try:
+            mode = self._mode(litellm)
+            messages = self.render(request, mode)
+            with suppress_instrumentation():
+                content = await self._complete(litellm, messages, request, mode, meter, deadline)
+                try:
+                    return Judgement(parse_answer(content, request.answer_model), meter.freeze(),
+                                     content)
+                except (ValidationError, ValueError) as first:
+                    logger.debug("judge answer invalid, re-asking once: %s", first)
+                    messages = [*messages, {"role": "assistant", "content": content},
+                                {"role": "user", "content": _correction(first)}]
+                    content = await self._complete(litellm, messages, request, mode, meter,
+                                                   deadline)
+                    try:
+                        value = parse_answer(content, request.answer_model)
+                    except (ValidationError, ValueError) as second:
+                        raise JudgeOutputError(
+                            "judge answer did not match the schema after one corrective "
+                            f"re-ask: {_problems(second)}") from second
+                    return Judgement(value, meter.freeze(), content)
+        except JudgeError as error:
+            error.usage = meter.freeze()
+            raise
+
+    def render(self, request: JudgeRequest[Any], mode: StructuredOutput) -> list[dict[str, str]]:
+        """The chat messages for ``request``: trusted system text, fenced untrusted fields."""
+        texts = [self._prepare(text) for _, text in request.fields]
+        fence = Fence(texts)
+        system = f"{request.instructions.strip()}\n\n{fence.rules()}"
+        if mode in ("json_object", "prompt"):
+            schema = json.dumps(answer_schema(request.answer_model), separators=(",", ":"))
+            system += ("\n\nAnswer with one JSON object and nothing else. It must match this "
+                       f"JSON Schema exactly (every property, in this order):\n{schema}")
+        else:  # the provider enforces the schema: no need to spend tokens on it
+            system += "\n\nAnswer with the JSON object the response format defines."
+        body = "\n\n".join(fence.wrap(name, text)
+                           for (name, _), text in zip(request.fields, texts, strict=True))
+        user = f"{body}\n\n{request.task.strip()}".strip()
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def _prepare(self, text: str) -> str:
+        if self.redactor is not None:
+            text = self.redactor(text)
+        return truncate(text, self.max_field_chars)
+
+    def _mode(self, litellm: ModuleType) -> StructuredOutput:
+        if self.structured_output != "auto":
+            return self.structured_output
+        if self.model.startswith("local/"):
+            return "json_object_schema"
+        try:
+            supported = bool(litellm.supports_response_schema(model=self.model))
+        except Exception:  # an unknown model string: fall back to JSON mode
+            supported = False
+        return "json_schema" if supported else "json_object"
+
+    def _response_format(self, model: type[BaseModel], mode: StructuredOutput) -> Any:
+        if mode == "json_schema":
+            return {"type": "json_schema", "json_schema": {
+                "name": model.__name__, "schema": answer_schema(model, strict=True),
+                "strict": True}}
+        if mode == "json_object":
+            return {"type": "json_object"}
+        if mode == "json_object_schema":
+            return {"type": "json_object", "schema": answer_schema(model)}
+        return None
+
+    async def _complete(self, litellm: ModuleType, messages: list[dict[str, str]],
+                        request: JudgeRequest[Any], mode: StructuredOutput, meter: _Meter,
+                        deadline: float) -> str:
+        kwargs: dict[str, Any] = {
+            "model": self.model, "messages": messages, "temperature": self.temperature,
+            "max_tokens": self.max_tokens, "timeout": self.timeout_s, "max_retries": 0,
+            "num_retries": 0, "drop_params": True, **self.extra_params,
+        }
+        response_format = self._response_format(request.answer_model, mode)
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        if self._api_key:
+            kwargs["api_key"] = self._api_key
+        attempt = 0
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise JudgeTimeoutError(f"judge deadline of {self.total_timeout_s:g}s spent")
+            meter.calls += 1
+            try:
+                response = await asyncio.wait_for(litellm.acompletion(**kwargs),
+                                                  timeout=min(self.timeout_s + 5.0, remaining))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                error = classify_exception(exc)
+                if not self.retry.should_retry(error, attempt):
+                    raise error from exc
+                delay = self.retry.delay_s(error, attempt)
+                if delay is None or time.monotonic() + delay >= deadline:
+                    raise error from exc
+                logger.debug("judge attempt %d failed (%s); retrying in %.2fs", attempt + 1,
+                             error.error_type, delay)
+                attempt += 1
+                await asyncio.sleep(delay)
+                continue
+            meter.add(response, _cost(litellm, response))
+            return _content_of(response)
+
+
+def _content_of(response: Any) -> str:
+    try:
+        choice = response.choices[0]
+    except (AttributeError, IndexError, TypeError) as exc:
+        raise JudgeOutputError("judge response has no choices") from exc
+    if getattr(choice, "finish_reason", None) == "length":
+        raise JudgeTruncatedError("judge answer was cut at max_tokens (finish_reason=length); "
+                                  "raise max_tokens or shorten the rubric")
+    content = getattr(getattr(choice, "message", None), "content", None)
+    return content if isinstance(content, str) else ""
+
+
+def _cost(litellm: ModuleType, response: Any) -> float | None:
+    try:
+        cost = litellm.completion_cost(completion_response=response)
+    except Exception:  # models absent from litellm's price table have no cost
+        return None
+    return float(cost) if cost else None
+
+
+def parse_answer(content: str, model: type[T]) -> T:
+    """Parse the judge's JSON into ``model``: the object itself, in a code fence, or in prose."""
+    text = content.strip()
+    if not text:
+        raise ValueError("the judge answered with no content")
+    if text.startswith("```"):
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+        text = text.rsplit("```", 1)[0]
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as exc:
+        start, end = text.find("{"), text.rfind("}")
+        if not _is_json_error(exc) or start < 0 or end <= start:
+            raise
+        return model.model_validate_json(text[start:end + 1])
+
+
+def _is_json_error(exc: ValidationError) -> bool:
+    return any(error["type"] == "json_invalid" for error in exc.errors())
+
+
+def _problems(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        items = [f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}"
+                 for e in exc.errors()[:6]]
+        more = len(exc.errors()) - len(items)
+        return "; ".join(items) + (f"; and {more} more" if more > 0 else "")
+    return str(exc)
+
+
+def _correction(exc: Exception) -> str:
+    return (f"Your previous answer could not be used: {_problems(exc)}. Reply again with only "
+            "the JSON object, following the schema exactly: every required property once, no "
+            "extra properties, booleans as true/false and scores as numbers between 0 and 1.")
+
+
+@functools.cache
+def _schema(model: type[BaseModel], strict: bool) -> str:
+    schema = _inline_refs(model.model_json_schema())
+    # OpenAI strict mode rejects length keywords; constrained decoders keep them.
+    _drop_keys(schema, {"title", "maxLength", "minLength"} if strict else {"title"})
+    return json.dumps(schema)
+
+
+def answer_schema(model: type[BaseModel], *, strict: bool = False) -> dict[str, Any]:
+    """The JSON schema of an answer model with ``$ref`` inlined (providers vary on refs)."""
+    loaded: dict[str, Any] = json.loads(_schema(model, strict))
+    return loaded
+
+
+def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    defs = schema.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                target = copy.deepcopy(defs[node["$ref"].rsplit("/", 1)[-1]])
+                return resolve(target)
+            return {key: resolve(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [resolve(item) for item in node]
+        return node
+
+    resolved: dict[str, Any] = resolve(schema)
+    return resolved
+
+
+def _drop_keys(node: Any, keys: set[str]) -> None:
+    if isinstance(node, dict):
+        for key in list(node):
+            # "title"/"description" inside "properties" are property names, not keywords.
+            if key in keys and not isinstance(node.get(key), dict):
+                del node[key]
+            else:
+                _drop_keys(node[key], keys)
+    elif isinstance(node, list):
+        for item in node:
+            _drop_keys(item, keys)

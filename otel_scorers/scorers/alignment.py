@@ -1,0 +1,287 @@
+"""The prompt-alignment scorer (seed: Mastra ``createPromptAlignmentScorerLLM``).
+
+Four dimensions, each scored 0..1 by the judge, weighted exactly as the seed documents:
+
+=========  ======  ============  ============  ===============
+mode       intent  requirements  completeness  appropriateness
+=========  ======  ============  ============  ===============
+user       0.40    0.30          0.20          0.10
+system     0.35    0.35          0.15          0.15
+=========  ======  ============  ============  ===============
+
+``both`` (the default) is ``0.7 × user-weighted user dimensions + 0.3 × system-weighted system
+dimensions``. Upstream reuses the user score for the system part; here the judge assesses system
+compliance for real, in the same single call. The final score is ``weighted × scale``, rounded
+half-up to two decimals, computed in decimal arithmetic so 0.985 rounds to 0.99.
+
+``analyzeStepResult`` has the seed's shape. In ``system`` mode its dimensions are the system
+ones. In ``both`` mode they are the user ones and the system dimensions are in one extra object,
+``systemCompliance``. The reason is built from the same call: the judge's overall assessment
+plus a deterministic per-dimension breakdown (upstream makes a second call for it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any, Literal, get_args
+
+from pydantic import Field, StrictBool
+
+from otel_scorers.errors import ConfigError, ScorerInputError
+from otel_scorers.judge.client import JudgeClient, JudgeRequest
+from otel_scorers.scorers import prompts
+from otel_scorers.scorers.base import LLMScorer, digest
+from otel_scorers.scorers.result import JudgeModel, ScoreResult, bounded_list, bounded_text
+from otel_scorers.scorers.run import ScorerRun
+
+__all__ = [
+    "MODE_WEIGHTS",
+    "AlignmentAnalysis",
+    "AlignmentDimensions",
+    "EvaluationMode",
+    "PromptAlignmentScorer",
+    "alignment_label",
+    "create_prompt_alignment_scorer_llm",
+    "weighted_score",
+]
+
+EvaluationMode = Literal["user", "system", "both"]
+
+MODE_WEIGHTS: Mapping[str, Mapping[str, Decimal]] = {
+    "user": {"intent": Decimal("0.40"), "requirements": Decimal("0.30"),
+             "completeness": Decimal("0.20"), "appropriateness": Decimal("0.10")},
+    "system": {"intent": Decimal("0.35"), "requirements": Decimal("0.35"),
+               "completeness": Decimal("0.15"), "appropriateness": Decimal("0.15")},
+}
+BOTH_SPLIT = {"user": Decimal("0.7"), "system": Decimal("0.3")}
+
+#: Score bands of the seed, on the score divided by the scale; the label is the first match.
+SCORE_BANDS: tuple[tuple[float, str], ...] = (
+    (0.9, "excellent"), (0.8, "very_good"), (0.7, "good"), (0.6, "moderate"), (0.4, "poor"),
+    (0.0, "very_poor"),
+)
+
+Score01 = Field(ge=0.0, le=1.0, allow_inf_nan=False)
+
+
+class IntentAlignment(JudgeModel):
+    primary_intent: bounded_text(300)  # type: ignore[valid-type]
+    reasoning: bounded_text(500)  # type: ignore[valid-type]
+    is_addressed: StrictBool
+    score: float = Score01
+
+
+class RequirementCheck(JudgeModel):
+    requirement: bounded_text(200)  # type: ignore[valid-type]
+    reasoning: bounded_text(300)  # type: ignore[valid-type]
+    is_fulfilled: StrictBool
+
+
+class RequirementsFulfillment(JudgeModel):
+    requirements: bounded_list(RequirementCheck, 12)  # type: ignore[valid-type]
+    overall_score: float = Score01
+
+
+class Completeness(JudgeModel):
+    missing_elements: bounded_list(bounded_text(200), 10)  # type: ignore[valid-type]
+    reasoning: bounded_text(500)  # type: ignore[valid-type]
+    score: float = Score01
+
+
+class ResponseAppropriateness(JudgeModel):
+    reasoning: bounded_text(500)  # type: ignore[valid-type]
+    format_alignment: StrictBool
+    tone_alignment: StrictBool
+    score: float = Score01
+
+
+class AlignmentDimensions(JudgeModel):
+    """The four dimensions, as the judge fills them in and as the seed reports them."""
+
+    intent_alignment: IntentAlignment
+    requirements_fulfillment: RequirementsFulfillment
+    completeness: Completeness
+    response_appropriateness: ResponseAppropriateness
+
+    def scores(self) -> dict[str, Decimal]:
+        return {
+            "intent": Decimal(str(self.intent_alignment.score)),
+            "requirements": Decimal(str(self.requirements_fulfillment.overall_score)),
+            "completeness": Decimal(str(self.completeness.score)),
+            "appropriateness": Decimal(str(self.response_appropriateness.score)),
+        }
+
+
+class _UserAnswer(JudgeModel):
+    user_alignment: AlignmentDimensions
+    overall_assessment: bounded_text(800)  # type: ignore[valid-type]
+
+
+class _SystemAnswer(JudgeModel):
+    system_compliance: AlignmentDimensions
+    overall_assessment: bounded_text(800)  # type: ignore[valid-type]
+
+
+class _BothAnswer(JudgeModel):
+    user_alignment: AlignmentDimensions
+    system_compliance: AlignmentDimensions
+    overall_assessment: bounded_text(800)  # type: ignore[valid-type]
+
+
+_ANSWERS: Mapping[str, type[JudgeModel]] = {
+    "user": _UserAnswer, "system": _SystemAnswer, "both": _BothAnswer}
+
+
+class AlignmentAnalysis(AlignmentDimensions):
+    """``analyzeStepResult``: the seed's shape, plus ``systemCompliance`` in both mode."""
+
+    overall_assessment: str = ""
+    system_compliance: AlignmentDimensions | None = None
+
+
+def weighted_score(mode: str, user: Mapping[str, Decimal] | None,
+                   system: Mapping[str, Decimal] | None) -> Decimal:
+    """The unscaled weighted score (0..1) for ``mode`` from per-dimension scores."""
+    def weigh(scores: Mapping[str, Decimal], weights: Mapping[str, Decimal]) -> Decimal:
+        return sum((scores[k] * w for k, w in weights.items()), Decimal(0))
+
+    if mode == "user" and user is not None:
+        return weigh(user, MODE_WEIGHTS["user"])
+    if mode == "system" and system is not None:
+        return weigh(system, MODE_WEIGHTS["system"])
+    if mode == "both" and user is not None and system is not None:
+        return (BOTH_SPLIT["user"] * weigh(user, MODE_WEIGHTS["user"])
+                + BOTH_SPLIT["system"] * weigh(system, MODE_WEIGHTS["system"]))
+    raise ValueError(f"scores missing for mode {mode!r}")
+
+
+def round_half_up(value: Decimal) -> float:
+    return float(value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+
+
+def alignment_label(normalized: float) -> str:
+    """The seed's interpretation band for a score divided by its scale."""
+    for floor, label in SCORE_BANDS:
+        if normalized >= floor:
+            return label
+    return SCORE_BANDS[-1][1]
+
+
+class PromptAlignmentScorer(LLMScorer):
+    """LLM-as-judge prompt alignment: intent, requirements, completeness, appropriateness."""
+
+    def __init__(self, model: str | JudgeClient | None = None, *, scale: float = 1.0,
+                 evaluation_mode: EvaluationMode = "both", pass_threshold: float | None = None,
+                 name: str = "prompt_alignment", **judge_options: Any) -> None:
+        super().__init__(model, name=name, scale=scale, judge_options=judge_options)
+        if evaluation_mode not in get_args(EvaluationMode):
+            raise ConfigError(
+                f"evaluation_mode must be one of {get_args(EvaluationMode)}, "
+                f"got {evaluation_mode!r}")
+        if pass_threshold is not None and not 0.0 <= pass_threshold <= 1.0:
+            raise ConfigError("pass_threshold is a fraction of the scale, between 0 and 1")
+        self.evaluation_mode: EvaluationMode = evaluation_mode
+        self.pass_threshold = pass_threshold
+
+    def mode_for(self, run: ScorerRun) -> str:
+        """The mode actually used: ``both`` without a system prompt falls back to ``user``."""
+        if self.evaluation_mode == "both" and not run.system_prompt:
+            return "user"
+        return self.evaluation_mode
+
+    def check(self, run: ScorerRun) -> str:
+        """Validate the run for this scorer and return the effective mode."""
+        mode = self.mode_for(run)
+        if not run.response.strip():
+            raise ScorerInputError("the run has no response to judge (empty output)")
+        if mode == "user" and not run.user_prompt:
+            raise ScorerInputError(f"{self.evaluation_mode} mode needs a user prompt; the run has "
+                                   "no user message")
+        if mode == "system" and not run.system_prompt:
+            raise ScorerInputError("system mode needs a system prompt; the run has no system "
+                                   "messages")
+        return mode
+
+    def cache_key(self, run: ScorerRun) -> str | None:
+        mode = self.mode_for(run)
+        system = run.system_prompt if mode != "user" else None
+        return digest("alignment", self.judge.fingerprint, self.scale, mode, system,
+                      run.conversation, run.user_prompt, run.response)
+
+    async def score(self, run: ScorerRun) -> ScoreResult:
+        mode = self.check(run)
+        judgement = await self.judge.judge(JudgeRequest(
+            instructions=prompts.alignment_instructions(mode),
+            fields=prompts.alignment_fields(run, mode),
+            answer_model=_ANSWERS[mode],
+            task=prompts.alignment_task(mode),
+        ))
+        answer: Any = judgement.value
+        user: AlignmentDimensions | None = getattr(answer, "user_alignment", None)
+        system: AlignmentDimensions | None = getattr(answer, "system_compliance", None)
+        weighted = weighted_score(mode, user.scores() if user else None,
+                                  system.scores() if system else None)
+        score = round_half_up(weighted * Decimal(str(self.scale)))
+        label = alignment_label(score / self.scale)
+        primary = user if user is not None else system
+        assert primary is not None
+        analysis = AlignmentAnalysis(
+            **{name: getattr(primary, name) for name in AlignmentDimensions.model_fields},
+            overall_assessment=answer.overall_assessment,
+            system_compliance=system if mode == "both" else None,
+        )
+        notes: tuple[str, ...] = ()
+        if mode != self.evaluation_mode:
+            notes = ("both mode without a system prompt: scored as user mode",)
+        passed = None if self.pass_threshold is None else score / self.scale >= self.pass_threshold
+        return ScoreResult(
+            run_id=run.run_id, scorer=self.name, score=score, scale=self.scale, label=label,
+            passed=passed, reason=alignment_reason(score, self.scale, label, mode, user, system,
+                                                   answer.overall_assessment, notes),
+            analysis=analysis, mode=mode, notes=notes, judge=judgement.usage)
+
+
+def _breakdown(title: str, dims: AlignmentDimensions, weights: Mapping[str, Decimal]) -> str:
+    scores = dims.scores()
+    part = sum((scores[k] * w for k, w in weights.items()), Decimal(0))
+    items = ", ".join(f"{k} {float(scores[k]):.2f}×{float(w):.2f}" for k, w in weights.items())
+    return f"{title} {float(part):.2f} = {items}."
+
+
+def alignment_reason(score: float, scale: float, label: str, mode: str,
+                     user: AlignmentDimensions | None, system: AlignmentDimensions | None,
+                     assessment: str, notes: tuple[str, ...]) -> str:
+    """``Score: X out of SCALE`` summary, per-dimension breakdown, gaps, judge assessment."""
+    lines = [f"Score: {score:g} out of {scale:g} ({label.replace('_', ' ')}); mode {mode}"
+             + (" (user 70%, system 30%)." if mode == "both" else ".")]
+    lines.extend(f"Note: {note}." for note in notes)
+    for title, dims, weights in (("User alignment", user, MODE_WEIGHTS["user"]),
+                                 ("System compliance", system, MODE_WEIGHTS["system"])):
+        if dims is None:
+            continue
+        lines.append(_breakdown(title, dims, weights))
+        unmet = [r.requirement for r in dims.requirements_fulfillment.requirements
+                 if not r.is_fulfilled]
+        if unmet:
+            lines.append(f"  Unfulfilled: {'; '.join(unmet)}.")
+        if dims.completeness.missing_elements:
+            lines.append(f"  Missing: {'; '.join(dims.completeness.missing_elements)}.")
+        if not dims.intent_alignment.is_addressed:
+            lines.append(f"  Intent not addressed: {dims.intent_alignment.primary_intent}.")
+    if assessment:
+        lines.append(f"Assessment: {assessment}")
+    return "\n".join(lines)
+
+
+def create_prompt_alignment_scorer_llm(*, model: str | JudgeClient | None = None,
+                                       options: Mapping[str, Any] | None = None
+                                       ) -> PromptAlignmentScorer:
+    """The seed-style factory: ``options`` takes ``scale`` and ``evaluationMode`` (or
+    ``evaluation_mode``), plus ``name``, ``passThreshold`` and judge options."""
+    opts = dict(options or {})
+    renames = {"evaluationMode": "evaluation_mode", "passThreshold": "pass_threshold"}
+    for camel, snake in renames.items():
+        if camel in opts:
+            opts[snake] = opts.pop(camel)
+    return PromptAlignmentScorer(model, **opts)

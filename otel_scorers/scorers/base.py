@@ -1,0 +1,111 @@
+"""The scorer protocol and the base class the built-in scorers share.
+
+Anything with a ``name``, ``run(run) -> ScoreResult`` and ``async arun(run) -> ScoreResult``
+is a scorer: the span processor runs it with the same sampling, emission and metrics as the
+built-in ones. Subclass :class:`BaseScorer` and write one coroutine, ``score``; ``run`` and
+``arun`` come with it (``run`` drives ``arun`` on the library's background loop, so there is a
+single code path).
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import logging
+from typing import Any, Protocol, runtime_checkable
+
+from otel_scorers._aio import run_sync
+from otel_scorers.errors import ConfigError, JudgeError, ScorerInputError
+from otel_scorers.judge.client import JudgeClient
+from otel_scorers.scorers.result import ScoreError, ScoreResult
+from otel_scorers.scorers.run import RunLike, ScorerRun
+
+__all__ = ["BaseScorer", "LLMScorer", "Scorer"]
+
+logger = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """What the pipeline needs of a scorer."""
+
+    name: str
+
+    def run(self, run: RunLike) -> ScoreResult: ...
+
+    async def arun(self, run: RunLike) -> ScoreResult: ...
+
+
+class BaseScorer(abc.ABC):
+    """Base class for scorers: implement :meth:`score`; input and judge errors become results."""
+
+    name: str = "scorer"
+    scale: float = 1.0
+
+    def run(self, run: RunLike) -> ScoreResult:
+        """Score ``run`` synchronously (safe from any thread that is not an event loop's)."""
+        return run_sync(self.arun(run))
+
+    async def arun(self, run: RunLike) -> ScoreResult:
+        """Score ``run``; a judge or input failure is returned as an error result, not raised."""
+        scorer_run = ScorerRun.coerce(run)
+        try:
+            return await self.score(scorer_run)
+        except (ScorerInputError, JudgeError) as error:
+            logger.debug("scorer %s: %s on run %s: %s", self.name, error.error_type,
+                         scorer_run.run_id, error)
+            return self.error_result(scorer_run, error)
+
+    @abc.abstractmethod
+    async def score(self, run: ScorerRun) -> ScoreResult:
+        """Judge one run. Raise ``ScorerInputError`` or ``JudgeError`` to report a failure."""
+
+    def error_result(self, run: ScorerRun, error: ScorerInputError | JudgeError) -> ScoreResult:
+        return ScoreResult(run_id=run.run_id, scorer=self.name, scale=self.scale,
+                           error=ScoreError.from_exception(error),
+                           reason=f"Not scored: {error}", mode=self.mode_for(run),
+                           judge=getattr(error, "usage", None))
+
+    def mode_for(self, run: ScorerRun) -> str | None:
+        """The evaluation mode reported on results (``None`` for scorers without modes)."""
+        return None
+
+    def cache_key(self, run: ScorerRun) -> str | None:
+        """A key identifying the judge input for ``run``; equal keys give equal judgements.
+
+        ``None`` (the default for custom scorers) disables caching.
+        """
+        return None
+
+
+def validate_scale(scale: float) -> float:
+    if not isinstance(scale, int | float) or isinstance(scale, bool) or not scale > 0:
+        raise ConfigError(f"scale must be a number > 0, got {scale!r}")
+    return float(scale)
+
+
+def digest(*parts: Any) -> str:
+    """A short stable hash of ``parts`` (for cache keys)."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(repr(part).encode("utf-8", "surrogatepass"))
+        h.update(b"\x1f")
+    return h.hexdigest()[:32]
+
+
+class LLMScorer(BaseScorer):
+    """A scorer judged by an LLM through a :class:`JudgeClient`."""
+
+    def __init__(self, model: str | JudgeClient | None, *, name: str, scale: float,
+                 judge_options: dict[str, Any]) -> None:
+        self.name = name
+        self.scale = validate_scale(scale)
+        if isinstance(model, JudgeClient):
+            if judge_options:
+                raise ConfigError("pass judge options to the JudgeClient, not beside it")
+            self.judge = model
+        else:
+            self.judge = JudgeClient(model, **judge_options)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, judge={self.judge!r})"

@@ -1,0 +1,122 @@
+"""The judge prompts of the built-in scorers.
+
+Instructions here are trusted text. Everything taken from the run (and a rubric read from a
+span) goes into ``fields`` and is fenced as untrusted data by the judge client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from otel_scorers.scorers.run import Message, ScorerRun
+
+if TYPE_CHECKING:
+    from otel_scorers.scorers.rubric import Criterion
+
+MAX_CONTEXT_TURNS = 6
+MAX_CONTEXT_TURN_CHARS = 1_500
+
+RUBRIC_INSTRUCTIONS = """\
+You are an exacting evaluator of an AI agent's work. You receive a rubric: a checklist of \
+criteria labelled c1, c2, ... . You also receive the agent's run: its instructions, earlier \
+conversation, the user's request and the agent's response. Decide, for every criterion, \
+whether the agent's RESPONSE satisfies it.
+
+Judge each criterion on its own and strictly, from the response text alone: "satisfied" is \
+true only when the response clearly meets the criterion; when it is partly met, ambiguous or \
+cannot be verified from the text, it is false. For each criterion write "reasoning" first (one \
+or two sentences pointing at the evidence, or at what is missing), then the verdict. Give \
+exactly one verdict per criterion under its label (c1, c2, ...), none missing, none extra. \
+End with "overallAssessment": one or two sentences telling the agent what to fix, if anything.\
+"""
+
+
+def rubric_fields(criteria: Sequence[Criterion], run: ScorerRun) -> list[tuple[str, str]]:
+    checklist = "\n".join(f"c{i}: {c.description}" for i, c in enumerate(criteria, start=1))
+    return [("rubric criteria", checklist), *run_fields(run, include_system=True)]
+
+
+def rubric_task(count: int) -> str:
+    labels = "c1" if count == 1 else f"c1 to c{count}"
+    return (f"Judge criteria {labels} against the agent response above and answer with the "
+            "JSON object.")
+
+
+_USER_DIMENSIONS = """\
+"userAlignment": judge the response against the USER REQUEST.
+- intentAlignment: the user's primary intent (state it in primaryIntent) and whether the \
+response addresses it (isAddressed).
+- requirementsFulfillment: each explicit requirement of the user request (at most 12), \
+whether the response fulfils it, and overallScore for how fully they are fulfilled together.
+- completeness: whether the response fully covers what the user asked; list what is missing \
+in missingElements (empty when nothing is).
+- responseAppropriateness: whether the format (formatAlignment) and tone (toneAlignment) fit \
+what the user asked for or would expect."""
+
+_SYSTEM_DIMENSIONS = """\
+"systemCompliance": judge the response against the AGENT INSTRUCTIONS (the system prompt) only.
+- intentAlignment: the instructions' main behavioural guideline (in primaryIntent) and whether \
+the response follows it (isAddressed).
+- requirementsFulfillment: each constraint or rule of the instructions (at most 12), whether \
+the response obeys it, and overallScore for how fully they are obeyed together.
+- completeness: whether the response obeys all the rules; list rules it breaks or ignores in \
+missingElements.
+- responseAppropriateness: whether format (formatAlignment) and tone (toneAlignment) follow \
+what the instructions prescribe."""
+
+_ALIGNMENT_HEAD = """\
+You evaluate how well an AI agent's response aligns with what it was asked to do. Score each \
+dimension from 0.0 (not at all) to 1.0 (fully) with a number, writing the reasoning before the \
+score. Be strict and concrete: a response that ignores a stated requirement cannot score above \
+0.5 on requirementsFulfillment. "overallAssessment" is two or three sentences summarising the \
+alignment and what would improve it.
+"""
+
+
+def alignment_instructions(mode: str) -> str:
+    parts = [_ALIGNMENT_HEAD]
+    if mode in ("user", "both"):
+        parts.append(_USER_DIMENSIONS)
+    if mode in ("system", "both"):
+        parts.append(_SYSTEM_DIMENSIONS)
+    return "\n\n".join(parts)
+
+
+def alignment_fields(run: ScorerRun, mode: str) -> list[tuple[str, str]]:
+    # User mode ignores the system prompt on purpose (seed: "ignoring system instructions").
+    return run_fields(run, include_system=mode in ("system", "both"))
+
+
+def alignment_task(mode: str) -> str:
+    wanted = {"user": '"userAlignment"', "system": '"systemCompliance"',
+              "both": '"userAlignment" and "systemCompliance"'}[mode]
+    return f"Evaluate the agent response above. Answer with the JSON object: {wanted}, then " \
+           '"overallAssessment".'
+
+
+def run_fields(run: ScorerRun, *, include_system: bool) -> list[tuple[str, str]]:
+    fields: list[tuple[str, str]] = []
+    if include_system and run.system_prompt:
+        fields.append(("agent instructions", run.system_prompt))
+    context = render_conversation(run.conversation)
+    if context:
+        fields.append(("earlier conversation", context))
+    if run.user_prompt:
+        fields.append(("user request", run.user_prompt))
+    fields.append(("agent response", run.response))
+    return fields
+
+
+def render_conversation(messages: Sequence[Message]) -> str:
+    """The last few earlier turns, each clipped, as ``role: text`` lines."""
+    recent = messages[-MAX_CONTEXT_TURNS:]
+    lines = []
+    if len(messages) > len(recent):
+        lines.append(f"[{len(messages) - len(recent)} earlier turns omitted]")
+    for message in recent:
+        text = message.content
+        if len(text) > MAX_CONTEXT_TURN_CHARS:
+            text = text[:MAX_CONTEXT_TURN_CHARS] + " [...]"
+        lines.append(f"{message.role}: {text}")
+    return "\n".join(lines)

@@ -1,0 +1,181 @@
+"""What a scorer judges: one agent run, as a typed, immutable value.
+
+``ScorerRun.coerce`` accepts the loose shapes of the seed documents (Mastra's ``scorer.run``
+argument) as Python values: ``{"input": [messages], "output": {"role": "assistant", "text": ...}}``,
+``{"input": {"inputMessages": [...], "systemMessages": [...]}, "output": ...}``, plain strings,
+lists of messages, ``{"role", "content"}`` dicts and content given as a list of text parts.
+Non-text parts (images, tool calls) are ignored: the scorers judge text.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["Message", "RunLike", "ScorerRun"]
+
+_TEXT_KEYS = ("text", "content", "value")
+
+
+class Message(BaseModel):
+    """One chat message reduced to its role and text."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: str
+    content: str
+
+
+class ScorerRun(BaseModel):
+    """One agent run to judge.
+
+    ``input_messages`` are the conversation before the response (user and assistant turns),
+    ``system_messages`` the agent's instructions, ``output`` the agent's reply messages.
+    ``request_context`` and ``additional_context`` carry per-run settings such as a dynamic
+    ``rubric``; ``input_data`` keeps non-message keys given inside ``input``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    input_messages: tuple[Message, ...] = ()
+    system_messages: tuple[Message, ...] = ()
+    output: tuple[Message, ...] = ()
+    request_context: Mapping[str, Any] = Field(default_factory=dict)
+    additional_context: Mapping[str, Any] = Field(default_factory=dict)
+    input_data: Mapping[str, Any] = Field(default_factory=dict)
+
+    # -- derived views -------------------------------------------------------------------
+    @property
+    def user_prompt(self) -> str | None:
+        """The last user message: what the agent was asked."""
+        for message in reversed(self.input_messages):
+            if message.role == "user" and message.content.strip():
+                return message.content
+        return None
+
+    @property
+    def conversation(self) -> tuple[Message, ...]:
+        """Turns before the last user message (context for the judge)."""
+        for index in range(len(self.input_messages) - 1, -1, -1):
+            message = self.input_messages[index]
+            if message.role == "user" and message.content.strip():
+                return self.input_messages[:index]
+        return self.input_messages
+
+    @property
+    def system_prompt(self) -> str | None:
+        """All system instructions joined, or ``None`` when there are none."""
+        text = "\n\n".join(m.content for m in self.system_messages if m.content.strip())
+        return text or None
+
+    @property
+    def response(self) -> str:
+        """The agent's final answer: the last assistant output message (else the last one)."""
+        for message in reversed(self.output):
+            if message.role == "assistant" and message.content.strip():
+                return message.content
+        for message in reversed(self.output):
+            if message.content.strip():
+                return message.content
+        return ""
+
+    # -- construction from loose shapes --------------------------------------------------
+    @classmethod
+    def coerce(cls, run: RunLike) -> ScorerRun:
+        """Build a run from a ``ScorerRun`` or any of the loose shapes described above."""
+        if isinstance(run, ScorerRun):
+            return run
+        if isinstance(run, Mapping):
+            return cls._from_mapping(run)
+        raise TypeError(
+            f"cannot score a {type(run).__name__}: pass a ScorerRun or a mapping with "
+            "'input' and 'output'"
+        )
+
+    @classmethod
+    def _from_mapping(cls, data: Mapping[str, Any]) -> ScorerRun:
+        inputs: list[Message] = []
+        systems: list[Message] = []
+        input_data: dict[str, Any] = {}
+        raw_input = data.get("input")
+        if isinstance(raw_input, Mapping) and not _looks_like_message(raw_input):
+            inputs.extend(_messages(_first(raw_input, "inputMessages", "input_messages"), "user"))
+            systems.extend(
+                _messages(_first(raw_input, "systemMessages", "system_messages"), "system"))
+            known = {"inputMessages", "input_messages", "systemMessages", "system_messages"}
+            input_data = {k: v for k, v in raw_input.items() if k not in known}
+        elif raw_input is not None:
+            inputs.extend(_messages(raw_input, "user"))
+        systems.extend(_messages(_first(data, "systemMessages", "system_messages", "system"),
+                                 "system"))
+        # System messages given inside the input list are instructions, not turns.
+        systems.extend(m for m in inputs if m.role == "system")
+        inputs = [m for m in inputs if m.role != "system"]
+        fields: dict[str, Any] = {
+            "input_messages": tuple(inputs),
+            "system_messages": tuple(systems),
+            "output": tuple(_messages(data.get("output"), "assistant")),
+            "request_context": dict(_first(data, "requestContext", "request_context") or {}),
+            "additional_context": dict(
+                _first(data, "additionalContext", "additional_context") or {}),
+            "input_data": input_data,
+        }
+        run_id = _first(data, "runId", "run_id")
+        if run_id is not None:
+            fields["run_id"] = str(run_id)
+        return cls(**fields)
+
+
+RunLike = ScorerRun | Mapping[str, Any]
+
+
+def _first(data: Mapping[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if key in data and data[key] is not None:
+            return data[key]
+    return None
+
+
+def _looks_like_message(value: Mapping[str, Any]) -> bool:
+    return "role" in value or any(key in value for key in _TEXT_KEYS) or "parts" in value
+
+
+def _messages(value: Any, default_role: str) -> list[Message]:
+    """Normalise a string, a message, or a list of either into messages."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [Message(role=default_role, content=value)]
+    if isinstance(value, Mapping):
+        return [Message(role=str(value.get("role") or default_role), content=text_of(value))]
+    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        out: list[Message] = []
+        for item in value:
+            out.extend(_messages(item, default_role))
+        return out
+    raise TypeError(f"cannot read messages from a {type(value).__name__}")
+
+
+def text_of(value: Any) -> str:
+    """The text of a message, a content value or a list of parts; non-text parts are dropped."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        part_type = value.get("type")
+        if part_type is not None and part_type not in ("text", "output_text", "input_text"):
+            return ""
+        for key in _TEXT_KEYS:
+            if key in value and value[key] is not None:
+                return text_of(value[key])
+        if "parts" in value:
+            return text_of(value["parts"])
+        return ""
+    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        return "\n".join(t for t in (text_of(item) for item in value) if t)
+    return str(value)

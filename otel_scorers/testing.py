@@ -1,0 +1,323 @@
+"""Test helpers for users of otel-scorers (and for this project's own tests).
+
+:class:`ScriptedJudgeServer` is a real OpenAI-compatible HTTP server on 127.0.0.1. Point a scorer
+at it (``model="openai/scripted-judge", api_base=server.url``) and litellm makes real HTTP calls;
+the server answers from a script, records every request, and injects faults on demand (delays,
+HTTP errors with ``Retry-After``, garbage bodies, hangs). Faking the judge at the HTTP boundary
+keeps litellm, retries, timeouts and parsing under test.
+
+The answer builders (:func:`rubric_answer`, :func:`alignment_answer`) produce the JSON a real judge
+would return for this project's schemas, so tests state verdicts rather than hand-write JSON.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = [
+    "Answer",
+    "RecordedRequest",
+    "ScriptedJudgeServer",
+    "alignment_answer",
+    "fault",
+    "garbage",
+    "hang",
+    "reply",
+    "rubric_answer",
+]
+
+SCRIPTED_MODEL = "openai/scripted-judge"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One scripted response: a chat completion, an HTTP fault, raw bytes, or a hang."""
+
+    content: str | None = None
+    status: int = 200
+    body: bytes | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    finish_reason: str = "stop"
+    prompt_tokens: int = 100
+    completion_tokens: int = 50
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """A request the server received, decoded (header names lower-cased)."""
+
+    path: str
+    headers: Mapping[str, str]
+    body: Mapping[str, Any]
+    received_at: float
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.body.get("messages", []))
+
+    @property
+    def text(self) -> str:
+        """All message contents joined: what the judge was shown."""
+        parts: list[str] = []
+        for message in self.messages:
+            content = message.get("content")
+            if isinstance(content, str):
+                parts.append(content)
+            elif isinstance(content, list):
+                parts.extend(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        return "\n".join(parts)
+
+
+def reply(content: str | Mapping[str, Any], **kwargs: Any) -> Answer:
+    """A successful completion whose message content is ``content`` (dicts are JSON-encoded)."""
+    text = content if isinstance(content, str) else json.dumps(content)
+    return Answer(content=text, **kwargs)
+
+
+def fault(status: int, *, retry_after: float | None = None, message: str = "scripted fault",
+          delay_s: float = 0.0) -> Answer:
+    """An HTTP error in the OpenAI error format, optionally with a ``Retry-After`` header."""
+    headers = {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
+    body = json.dumps({"error": {"message": message, "type": "scripted", "code": status}})
+    return Answer(status=status, body=body.encode(), headers=headers, delay_s=delay_s)
+
+
+def garbage(body: bytes = b"\x00\xffnot json at all<html>", status: int = 200) -> Answer:
+    """A response body that is not a chat completion at all."""
+    return Answer(status=status, body=body)
+
+
+def hang(seconds: float) -> Answer:
+    """Hold the connection open for ``seconds`` before answering 200 with an empty JSON object."""
+    return Answer(content="{}", delay_s=seconds)
+
+
+def rubric_answer(verdicts: Sequence[bool], *, reasoning: Sequence[str] | None = None,
+                  overall: str = "Scripted overall assessment.") -> dict[str, Any]:
+    """The judge JSON for a rubric with one verdict per criterion, in criterion order."""
+    notes = list(reasoning) if reasoning is not None else [
+        f"Scripted reasoning for criterion {i}." for i in range(1, len(verdicts) + 1)
+    ]
+    return {
+        "verdicts": {
+            f"c{i}": {"reasoning": note, "satisfied": bool(ok)}
+            for i, (ok, note) in enumerate(zip(verdicts, notes, strict=True), start=1)
+        },
+        "overallAssessment": overall,
+    }
+
+
+def _dimensions(scores: Sequence[float], *, requirements: Iterable[tuple[str, bool]] = (),
+                missing: Sequence[str] = ()) -> dict[str, Any]:
+    intent, reqs, complete, appropriate = scores
+    return {
+        "intentAlignment": {
+            "primaryIntent": "scripted intent", "reasoning": "scripted intent reasoning",
+            "isAddressed": intent >= 0.5, "score": intent,
+        },
+        "requirementsFulfillment": {
+            "requirements": [
+                {"requirement": r, "reasoning": "scripted", "isFulfilled": ok}
+                for r, ok in requirements
+            ],
+            "overallScore": reqs,
+        },
+        "completeness": {
+            "missingElements": list(missing), "reasoning": "scripted completeness reasoning",
+            "score": complete,
+        },
+        "responseAppropriateness": {
+            "reasoning": "scripted appropriateness reasoning",
+            "formatAlignment": appropriate >= 0.5,
+            "toneAlignment": appropriate >= 0.5, "score": appropriate,
+        },
+    }
+
+
+def alignment_answer(user: Sequence[float] | None = None, system: Sequence[float] | None = None,
+                     *, requirements: Iterable[tuple[str, bool]] = (), missing: Sequence[str] = (),
+                     overall: str = "Scripted overall assessment.") -> dict[str, Any]:
+    """The judge JSON for the prompt-alignment scorer.
+
+    ``user`` and ``system`` are the four dimension scores (intent, requirements, completeness,
+    appropriateness); give the ones the scorer's mode asks for.
+    """
+    answer: dict[str, Any] = {}
+    reqs = list(requirements)
+    if user is not None:
+        answer["userAlignment"] = _dimensions(user, requirements=reqs, missing=missing)
+    if system is not None:
+        answer["systemCompliance"] = _dimensions(system, requirements=reqs, missing=missing)
+    answer["overallAssessment"] = overall
+    return answer
+
+
+Responder = Callable[[RecordedRequest], Answer]
+
+
+class ScriptedJudgeServer:
+    """An OpenAI-compatible chat-completions server on 127.0.0.1 answering from a script.
+
+    Answers queued with :meth:`script` are served first, in order; when the queue is empty the
+    ``responder`` callable (if any) decides; otherwise the server answers HTTP 500 saying that no
+    answer was scripted, so a test that under-scripts fails loudly instead of passing.
+    """
+
+    def __init__(self, responder: Responder | None = None) -> None:
+        self.responder = responder
+        self.requests: list[RecordedRequest] = []
+        self._queue: deque[Answer] = deque()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._connections: set[Any] = set()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> ScriptedJudgeServer:
+        handler = _make_handler(self)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="scripted-judge",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        # Keep-alive connections outlive serve_forever(): close them so a stopped server is
+        # really gone (clients then see connection errors, as with a dead judge).
+        with self._lock:
+            connections, self._connections = set(self._connections), set()
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                connection.close()
+
+    def __enter__(self) -> ScriptedJudgeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("server not started")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """The ``api_base`` to give litellm (``http://127.0.0.1:PORT/v1``)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    model = SCRIPTED_MODEL
+
+    # -- scripting -------------------------------------------------------------------------
+    def script(self, *answers: Answer | Mapping[str, Any] | str) -> None:
+        """Queue answers; dicts and strings become successful completions."""
+        with self._lock:
+            for answer in answers:
+                self._queue.append(answer if isinstance(answer, Answer) else reply(answer))
+
+    def reset(self) -> None:
+        with self._lock:
+            self._queue.clear()
+            self.requests.clear()
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+    def _next_answer(self, request: RecordedRequest) -> Answer:
+        with self._lock:
+            self.requests.append(request)
+            if self._queue:
+                return self._queue.popleft()
+        if self.responder is not None:
+            return self.responder(request)
+        return fault(500, message="ScriptedJudgeServer: no answer scripted for this request")
+
+    def _sleep(self, seconds: float) -> None:
+        self._stopping.wait(seconds)
+
+
+def _completion_body(answer: Answer, request: RecordedRequest) -> bytes:
+    return json.dumps({
+        "id": f"chatcmpl-scripted-{int(time.time() * 1e6)}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": str(request.body.get("model", "scripted-judge")),
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": answer.content},
+            "finish_reason": answer.finish_reason,
+        }],
+        "usage": {
+            "prompt_tokens": answer.prompt_tokens,
+            "completion_tokens": answer.completion_tokens,
+            "total_tokens": answer.prompt_tokens + answer.completion_tokens,
+        },
+    }).encode()
+
+
+def _make_handler(server: ScriptedJudgeServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+        def setup(self) -> None:
+            super().setup()
+            with server._lock:
+                server._connections.add(self.connection)
+
+        def finish(self) -> None:
+            with server._lock:
+                server._connections.discard(self.connection)
+            with contextlib.suppress(OSError):
+                super().finish()
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0") or 0)
+            raw = self.rfile.read(length)
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                body = {"_unparsed": raw.decode("utf-8", "replace")}
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            request = RecordedRequest(path=self.path, headers=headers,
+                                      body=body, received_at=time.monotonic())
+            answer = server._next_answer(request)
+            if answer.delay_s:
+                server._sleep(answer.delay_s)
+            payload = answer.body if answer.body is not None else _completion_body(answer, request)
+            try:
+                self.send_response(answer.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for name, value in answer.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                return
+
+    return Handler

@@ -1,0 +1,43 @@
+"""Shared fixtures: the scripted judge server on 127.0.0.1 and judge clients pointed at it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+# Before anything imports litellm: use its bundled price map, never the network.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from otel_scorers.judge.client import JudgeClient
+from otel_scorers.judge.retry import RetryPolicy
+from otel_scorers.testing import ScriptedJudgeServer
+
+FAST_RETRY = RetryPolicy(max_retries=3, initial_backoff_s=0.01, max_backoff_s=0.05)
+
+
+@pytest.fixture(scope="session")
+def _server() -> Iterator[ScriptedJudgeServer]:
+    with ScriptedJudgeServer() as server:
+        yield server
+
+
+@pytest.fixture
+def judge_server(_server: ScriptedJudgeServer) -> Iterator[ScriptedJudgeServer]:
+    """The scripted judge, emptied before each test; unused scripted answers fail the test."""
+    _server.reset()
+    _server.responder = None
+    yield _server
+    leftover = _server.pending
+    _server.reset()
+    assert leftover == 0, f"{leftover} scripted judge answer(s) were never requested"
+
+
+@pytest.fixture
+def judge(judge_server: ScriptedJudgeServer) -> JudgeClient:
+    """A judge client on the scripted server with fast retries and short timeouts."""
+    return JudgeClient(judge_server.model, api_base=judge_server.url, api_key="test-key",
+                       retry=FAST_RETRY, timeout_s=2.0, total_timeout_s=20.0)

@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from otel_scorers.cli import main
+from otel_scorers.testing import ScriptedJudgeServer, alignment_answer, fault, rubric_answer
+
+
+@pytest.fixture
+def cli(judge_server: ScriptedJudgeServer, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_MODEL", judge_server.model)
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_API_BASE", judge_server.url)
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_API_KEY", "test-key")
+    return CliRunner()
+
+
+def test_score_rubric_json(cli: CliRunner, judge_server: ScriptedJudgeServer) -> None:
+    judge_server.script(rubric_answer([True, False, True]))
+    result = cli.invoke(main, ["score", "--criteria", "- mentions Paris\n- uses bullets",
+                               "--optional", "cites a source", "--input", "Capital of France?",
+                               "--output", "Paris.", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["score"] == 0.0 and data["label"] == "fail"
+    criteria = data["analyzeStepResult"]["criteria"]
+    assert [(c["description"], c["required"]) for c in criteria] == [
+        ("mentions Paris", True), ("uses bullets", True), ("cites a source", False)]
+    assert judge_server.requests[0].headers["authorization"] == "Bearer test-key"
+
+
+def test_score_alignment_table(cli: CliRunner, judge_server: ScriptedJudgeServer) -> None:
+    judge_server.script(alignment_answer(user=[1, 1, 0.5, 1], system=[1, 1, 1, 1]))
+    result = cli.invoke(main, ["score", "--scorer", "prompt-alignment", "--scale", "10",
+                               "--input", "Explain recursion", "--system", "Use Python",
+                               "--output", "A function calling itself."])
+    assert result.exit_code == 0, result.output
+    assert "score 9.3 / 10" in result.output
+    assert "user completeness" in result.output and "system intent" in result.output
+    assert "Score: 9.3 out of 10 (excellent); mode both" in result.output
+
+
+def test_score_from_run_file_and_at_files(cli: CliRunner, judge_server: ScriptedJudgeServer,
+                                          tmp_path: Path) -> None:
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"input": [{"role": "user", "content": "q"}],
+                               "output": {"role": "assistant", "text": "from file"}}))
+    rubric = tmp_path / "rubric.txt"
+    rubric.write_text("1. first\n2. second\n")
+    judge_server.script(rubric_answer([True, True]))
+    result = cli.invoke(main, ["score", "--run", str(run), "--criteria", f"@{rubric}", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["score"] == 1.0
+    assert "c1: first\nc2: second" in judge_server.requests[0].text
+    assert "from file" in judge_server.requests[0].text
+
+
+def test_judge_failure_exits_1_with_error(cli: CliRunner,
+                                          judge_server: ScriptedJudgeServer) -> None:
+    judge_server.script(fault(401))
+    result = cli.invoke(main, ["score", "--criteria", "x", "--input", "q", "--output", "a"])
+    assert result.exit_code == 1
+    assert "not scored (request_rejected)" in result.output
+
+
+def test_fail_under(cli: CliRunner, judge_server: ScriptedJudgeServer) -> None:
+    judge_server.script(rubric_answer([False]))
+    result = cli.invoke(main, ["score", "--criteria", "x", "--output", "a", "--fail-under", "1",
+                               "--json"])
+    assert result.exit_code == 2
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["score", "--criteria", "x"], "nothing to score"),
+    (["score", "--criteria", "@/no/such/file", "--output", "a"], "cannot read"),
+    (["score", "--scorer", "prompt-alignment", "--criteria", "x", "--output", "a"],
+     "rubric scorer only"),
+    (["score", "--scale", "0", "--output", "a"], "scale must be"),
+])
+def test_user_mistakes_are_one_line_errors(cli: CliRunner, args: list[str], message: str) -> None:
+    result = cli.invoke(main, args)
+    assert result.exit_code in (1, 2)
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_installed_entry_point(judge_server: ScriptedJudgeServer) -> None:
+    judge_server.script(rubric_answer([True]))
+    env = {**os.environ, "OTEL_SCORERS_JUDGE_MODEL": judge_server.model,
+           "OTEL_SCORERS_JUDGE_API_BASE": judge_server.url, "OTEL_SCORERS_JUDGE_API_KEY": "k"}
+    exe = Path(sys.executable).with_name("otel-scorers")
+    out = subprocess.run([str(exe), "score", "--criteria", "x", "--input", "q", "--output", "a",
+                          "--json"], capture_output=True, text=True, env=env, timeout=60,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["score"] == 1.0
