@@ -3,6 +3,7 @@
 Importing this package is cheap: litellm (seconds to import) is loaded on the first judge call.
 """
 
+from otel_scorers._version import __version__
 from otel_scorers.errors import (
     ConfigError,
     JudgeConnectionError,
@@ -37,8 +38,6 @@ from otel_scorers.scorers import (
     parse_rubric,
     self_correct,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AlignmentAnalysis",

@@ -186,3 +186,41 @@ def demo() -> None:
     results = run_demo()
     if all(r.error is not None for task in results for r in task):
         raise click.ClickException("every evaluation failed: see the errors above")
+
+
+@main.command("check-config")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False),
+              help="YAML settings file (default: $OTEL_SCORERS_CONFIG).")
+@click.option("--json", "as_json", is_flag=True, help="Print the resolved settings as JSON.")
+def check_config(config_file: str | None, as_json: bool) -> None:
+    """Validate the configuration and print every resolved setting with its source."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from otel_scorers.config import load_settings
+
+    try:
+        resolved = load_settings(config=config_file)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    data = resolved.settings.model_dump(mode="json")
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    table = Table(title="otel-scorers settings")
+    for column in ("setting", "value", "source"):
+        table.add_column(column, overflow="fold")
+    for path, value in _flatten(data).items():
+        shown = "****" if path.endswith("api_key") and value else json.dumps(value)
+        table.add_row(path, shown, resolved.sources.get(path, "default"))
+    Console().print(table)
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and value and key not in ("rubrics", "attributes"):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Message", "RunLike", "ScorerRun"]
+__all__ = ["Message", "RunLike", "ScorerRun", "messages_from", "text_of"]
 
 _TEXT_KEYS = ("text", "content", "value")
 
@@ -103,14 +103,15 @@ class ScorerRun(BaseModel):
         input_data: dict[str, Any] = {}
         raw_input = data.get("input")
         if isinstance(raw_input, Mapping) and not _looks_like_message(raw_input):
-            inputs.extend(_messages(_first(raw_input, "inputMessages", "input_messages"), "user"))
+            inputs.extend(
+                messages_from(_first(raw_input, "inputMessages", "input_messages"), "user"))
             systems.extend(
-                _messages(_first(raw_input, "systemMessages", "system_messages"), "system"))
+                messages_from(_first(raw_input, "systemMessages", "system_messages"), "system"))
             known = {"inputMessages", "input_messages", "systemMessages", "system_messages"}
             input_data = {k: v for k, v in raw_input.items() if k not in known}
         elif raw_input is not None:
-            inputs.extend(_messages(raw_input, "user"))
-        systems.extend(_messages(_first(data, "systemMessages", "system_messages", "system"),
+            inputs.extend(messages_from(raw_input, "user"))
+        systems.extend(messages_from(_first(data, "systemMessages", "system_messages", "system"),
                                  "system"))
         # System messages given inside the input list are instructions, not turns.
         systems.extend(m for m in inputs if m.role == "system")
@@ -118,7 +119,7 @@ class ScorerRun(BaseModel):
         fields: dict[str, Any] = {
             "input_messages": tuple(inputs),
             "system_messages": tuple(systems),
-            "output": tuple(_messages(data.get("output"), "assistant")),
+            "output": tuple(messages_from(data.get("output"), "assistant")),
             "request_context": dict(_first(data, "requestContext", "request_context") or {}),
             "additional_context": dict(
                 _first(data, "additionalContext", "additional_context") or {}),
@@ -144,8 +145,11 @@ def _looks_like_message(value: Mapping[str, Any]) -> bool:
     return "role" in value or any(key in value for key in _TEXT_KEYS) or "parts" in value
 
 
-def _messages(value: Any, default_role: str) -> list[Message]:
-    """Normalise a string, a message, or a list of either into messages."""
+def messages_from(value: Any, default_role: str) -> list[Message]:
+    """Normalise a string, a message, or a list of either into messages.
+
+    Raises ``TypeError`` for values that hold no messages at all (numbers, bytes).
+    """
     if value is None:
         return []
     if isinstance(value, str):
@@ -155,7 +159,7 @@ def _messages(value: Any, default_role: str) -> list[Message]:
     if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
         out: list[Message] = []
         for item in value:
-            out.extend(_messages(item, default_role))
+            out.extend(messages_from(item, default_role))
         return out
     raise TypeError(f"cannot read messages from a {type(value).__name__}")
 

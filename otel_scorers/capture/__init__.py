@@ -1,0 +1,210 @@
+"""Turn an ended span into a scorer run: read input, instructions and output from its attributes.
+
+Conventions, in order of precedence: a user mapping (attribute names or a callable), GenAI
+semantic conventions (``gen_ai.input.messages`` / ``gen_ai.output.messages`` /
+``gen_ai.system_instructions``, then the flattened ``gen_ai.prompt.N.*`` /
+``gen_ai.completion.N.*``), OpenInference (``llm.input_messages.N.*`` / ``llm.output_messages.N.*``,
+then ``input.value`` / ``output.value``), Traceloop (``traceloop.entity.input`` / ``.output``) and
+Mastra (``input`` / ``output`` on ``mastra.span.type`` spans). The input side (user turns and
+system instructions) comes from the first convention that has any, the output from the first
+that has one. When the span itself has neither, the run is assembled from its LLM descendants:
+input and instructions from the first call, the response from the last.
+
+Nothing here raises: a span without usable content yields ``Captured.run is None`` with a
+:class:`~otel_scorers.emit.names.Reason`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_scorers.capture.conventions import (
+    AGENT_NAME_KEYS,
+    READERS,
+    CaptureError,
+    Found,
+    Limits,
+    attr_value,
+    loose_messages,
+    parse_json,
+)
+from otel_scorers.emit.names import RUBRIC_ATTRIBUTE, Reason
+from otel_scorers.scorers.run import Message, RunLike, ScorerRun
+
+__all__ = ["CaptureMapping", "Captured", "Extractor", "Limits", "agent_name", "capture_span"]
+
+#: A user function that reads a run from a span itself (``None``: nothing to judge).
+Extractor = Callable[[ReadableSpan], "RunLike | None"]
+
+
+@dataclass(frozen=True)
+class CaptureMapping:
+    """Attribute names of your own convention (each optional; others fall back to the defaults)."""
+
+    input: str | None = None
+    output: str | None = None
+    system: str | None = None
+    agent: str | None = None
+
+
+@dataclass(frozen=True)
+class Captured:
+    """The outcome of capture: a run, or the reason there is none."""
+
+    run: ScorerRun | None
+    source: str | None = None
+    agent: str | None = None
+    reason: str | None = None
+    detail: str = ""
+
+
+def agent_name(span: ReadableSpan, mapping: CaptureMapping | None = None) -> str | None:
+    attrs = span.attributes or {}
+    keys = ((mapping.agent,) if mapping and mapping.agent else ()) + AGENT_NAME_KEYS
+    for key in keys:
+        value = attrs.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:128]
+    return None
+
+
+def run_id(span: ReadableSpan) -> str:
+    context = span.context
+    if context is None:
+        return "unknown"
+    return f"{context.trace_id:032x}-{context.span_id:016x}"
+
+
+def capture_span(span: ReadableSpan, *, mapping: CaptureMapping | None = None,
+                 extractor: Extractor | None = None, limits: Limits | None = None,
+                 descendants: Sequence[ReadableSpan] = (),
+                 rubric: Any = None) -> Captured:
+    """Read the run of ``span``; ``descendants`` are its buffered LLM spans, if any.
+
+    ``rubric`` is a configured rubric for this run; an ``otel_scorers.rubric`` attribute on the
+    span takes precedence over it.
+    """
+    limits = limits or Limits()
+    agent = agent_name(span, mapping)
+    try:
+        if extractor is not None:
+            return _from_extractor(span, extractor, agent, rubric)
+        own = _collect(span, mapping, limits)
+        source = own.source if own.has_input or own.has_output else None
+        if not (own.has_input and own.has_output) and descendants:
+            own, source = _assemble(own, descendants, limits)
+    except CaptureError as error:
+        return Captured(None, agent=agent, reason=error.reason, detail=str(error))
+    if not own.has_output:
+        return Captured(None, agent=agent, reason=Reason.NO_CONTENT,
+                        detail="no agent output found on the span or its LLM descendants")
+    if not own.has_input:
+        return Captured(None, agent=agent, reason=Reason.NO_CONTENT,
+                        detail="no agent input found on the span or its LLM descendants")
+    context: dict[str, Any] = {}
+    span_rubric = (span.attributes or {}).get(RUBRIC_ATTRIBUTE)
+    chosen = span_rubric if span_rubric not in (None, "") else rubric
+    if chosen is not None:
+        context["rubric"] = _rubric_value(chosen)
+    run = ScorerRun(run_id=run_id(span), input_messages=tuple(own.inputs),
+                    system_messages=tuple(own.systems), output=tuple(own.outputs),
+                    request_context=context)
+    return Captured(run, source=source, agent=agent)
+
+
+def _rubric_value(value: Any) -> Any:
+    """A rubric attribute: a checklist string, a JSON list, or a list of strings."""
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        try:
+            return json.loads(value)
+        except (ValueError, RecursionError):
+            return value  # not JSON after all: read it as a checklist
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return list(value)
+    return value
+
+
+def _collect(span: ReadableSpan, mapping: CaptureMapping | None, limits: Limits) -> Found:
+    attrs: Mapping[str, Any] = span.attributes or {}
+    merged = Found("none")
+    candidates: list[Found] = []
+    if mapping is not None:
+        candidates.append(_mapped(attrs, mapping, limits))
+    for reader in READERS:
+        found = reader(attrs, limits)
+        if found is not None:
+            candidates.append(found)
+    for found in candidates:
+        if not merged.has_input and found.has_input:
+            merged.inputs, merged.systems = found.inputs, found.systems
+            merged.source = found.source
+        if not merged.has_output and found.has_output:
+            merged.outputs = found.outputs
+            if merged.source == "none":
+                merged.source = found.source
+    return merged
+
+
+def _mapped(attrs: Mapping[str, Any], mapping: CaptureMapping, limits: Limits) -> Found:
+    found = Found("mapping")
+    for key, role, target in ((mapping.input, "user", found.inputs),
+                              (mapping.system, "system", found.systems),
+                              (mapping.output, "assistant", found.outputs)):
+        if key is None:
+            continue
+        value = attr_value(attrs, key, limits)
+        if value is not None:
+            target.extend(loose_messages(parse_json(value, key), role))
+    return found
+
+
+def _assemble(own: Found, descendants: Sequence[ReadableSpan],
+              limits: Limits) -> tuple[Found, str]:
+    """Fill what the agent span lacks from its LLM calls: first call's input, last's output."""
+    calls = []
+    for span in descendants:
+        try:
+            calls.append((span, _collect(span, None, limits)))
+        except CaptureError:
+            continue  # one unreadable LLM span does not spoil the others
+    calls = [(s, f) for s, f in calls if f.has_input or f.has_output]
+    if not calls:
+        return own, own.source
+    merged = Found(own.source, list(own.inputs), list(own.systems), list(own.outputs))
+    if not merged.has_input:
+        first = min((c for c in calls if c[1].has_input), key=lambda c: c[0].start_time or 0,
+                    default=None)
+        if first is not None:
+            merged.inputs, merged.systems = first[1].inputs, first[1].systems
+    if not merged.has_output:
+        last = max((c for c in calls if c[1].has_output), key=lambda c: c[0].end_time or 0,
+                   default=None)
+        if last is not None:
+            merged.outputs = _final_text(last[1].outputs)
+    return merged, f"trace:{calls[0][1].source}"
+
+
+def _final_text(outputs: list[Message]) -> list[Message]:
+    return [m for m in outputs if m.content.strip()] or outputs
+
+
+def _from_extractor(span: ReadableSpan, extractor: Extractor, agent: str | None,
+                    rubric: Any) -> Captured:
+    try:
+        value = extractor(span)
+        if value is None:
+            return Captured(None, agent=agent, reason=Reason.NO_CONTENT,
+                            detail="the extractor returned nothing")
+        run = ScorerRun.coerce(value)
+    except Exception as exc:  # a user callable: report, never raise on the worker
+        return Captured(None, agent=agent, reason=Reason.MALFORMED,
+                        detail=f"extractor failed: {type(exc).__name__}: {exc}")
+    updates: dict[str, Any] = {"run_id": run_id(span)}
+    if rubric is not None and "rubric" not in run.request_context:
+        updates["request_context"] = {**run.request_context, "rubric": rubric}
+    return Captured(run.model_copy(update=updates), source="extractor", agent=agent)

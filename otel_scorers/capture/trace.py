@@ -1,0 +1,156 @@
+"""A bounded per-trace buffer of content-bearing LLM spans, for agents whose own span is empty.
+
+Some instrumentations (OpenInference's OpenAI Agents SDK, for one) put the conversation only on
+the LLM spans under the agent span. Children end before their parent, so the processor keeps
+those LLM spans here and, when the agent span ends, assembles the run from its descendants.
+
+Bounded three ways, each drop counted: number of traces (oldest evicted), content spans per
+trace, total bytes of content; entries also expire after ``max_age_s``. Parent links of every
+span in a buffered trace are kept (a few bytes each) so descendants can be found through
+intermediate spans (chains, tools) that carry no content themselves.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_scorers.capture.conventions import CONTENT_KEYS
+from otel_scorers.emit.names import Reason
+
+__all__ = ["TraceBuffer"]
+
+_SPAN_OVERHEAD = 512
+
+
+@dataclass
+class _Trace:
+    created: float
+    spans: list[ReadableSpan] = field(default_factory=list)
+    parents: dict[int, int | None] = field(default_factory=dict)
+    size: int = 0
+
+
+def _content_size(span: ReadableSpan) -> int:
+    attrs = span.attributes or {}
+    size = _SPAN_OVERHEAD
+    for key, value in attrs.items():
+        if isinstance(value, str):
+            size += len(value)
+        elif key.startswith(("llm.", "gen_ai.")):
+            size += 64
+    return size
+
+
+class TraceBuffer:
+    """Content spans and parent links per trace, bounded in traces, spans, bytes and age."""
+
+    def __init__(self, *, max_traces: int = 2_000, max_spans_per_trace: int = 64,
+                 max_bytes: int = 64 * 1024 * 1024, max_age_s: float = 300.0) -> None:
+        self.max_traces = max_traces
+        self.max_spans_per_trace = max_spans_per_trace
+        self.max_bytes = max_bytes
+        self.max_age_s = max_age_s
+        self._traces: OrderedDict[int, _Trace] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.dropped: Counter[str] = Counter()
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+    def observe(self, span: ReadableSpan) -> None:
+        """Record ``span`` if it carries LLM content or belongs to a trace already buffered.
+
+        Called on the hot path for spans that were not selected: a few dict lookups unless the
+        span has content.
+        """
+        context = span.context
+        if context is None:
+            return
+        attrs = span.attributes or {}
+        has_content = any(key in attrs for key in CONTENT_KEYS)
+        trace_id = context.trace_id
+        if not has_content and trace_id not in self._traces:
+            return
+        parent = span.parent.span_id if span.parent is not None else None
+        with self._lock:
+            entry = self._traces.get(trace_id)
+            if entry is None:
+                if len(self._traces) >= self.max_traces:
+                    self._evict_oldest(Reason.TRACE_LIMIT)
+                entry = self._traces[trace_id] = _Trace(created=time.monotonic())
+            if len(entry.parents) < self.max_spans_per_trace * 8:
+                entry.parents[context.span_id] = parent
+            if not has_content:
+                return
+            if len(entry.spans) >= self.max_spans_per_trace:
+                self.dropped[Reason.SPAN_LIMIT] += 1
+                return
+            size = _content_size(span)
+            if self._bytes + size > self.max_bytes:
+                self.dropped[Reason.BYTE_LIMIT] += 1
+                return
+            entry.spans.append(span)
+            entry.size += size
+            self._bytes += size
+
+    def descendants(self, agent: ReadableSpan) -> list[ReadableSpan]:
+        """Buffered content spans under ``agent`` (through any chain of recorded parents)."""
+        if agent.context is None:
+            return []
+        with self._lock:
+            entry = self._traces.get(agent.context.trace_id)
+            if entry is None:
+                return []
+            spans = list(entry.spans)
+            parents = dict(entry.parents)
+        root = agent.context.span_id
+        return [s for s in spans if s.context is not None
+                and _under(s.context.span_id, root, parents)]
+
+    def discard(self, trace_id: int) -> None:
+        with self._lock:
+            entry = self._traces.pop(trace_id, None)
+            if entry is not None:
+                self._bytes -= entry.size
+
+    def sweep(self, now: float | None = None) -> int:
+        """Drop entries older than ``max_age_s``; returns how many were dropped."""
+        cutoff = (now if now is not None else time.monotonic()) - self.max_age_s
+        expired = 0
+        with self._lock:
+            while self._traces:
+                trace_id, entry = next(iter(self._traces.items()))
+                if entry.created > cutoff:
+                    break
+                del self._traces[trace_id]
+                self._bytes -= entry.size
+                expired += len(entry.spans)
+        if expired:
+            self.dropped[Reason.EXPIRED] += expired
+        return expired
+
+    def _evict_oldest(self, reason: str) -> None:
+        _, entry = self._traces.popitem(last=False)
+        self._bytes -= entry.size
+        self.dropped[reason] += max(1, len(entry.spans))
+
+
+def _under(span_id: int, root: int, parents: dict[int, int | None]) -> bool:
+    current: int | None = parents.get(span_id)
+    for _ in range(64):
+        if current is None:
+            return False
+        if current == root:
+            return True
+        current = parents.get(current)
+    return False

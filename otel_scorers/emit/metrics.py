@@ -1,0 +1,136 @@
+"""The metric instruments and what each evaluation records on them.
+
+Attributes are low-cardinality only: scorer, label, passed, agent, judge model, criterion id,
+dimension, decision, reason, error type. Never text, never run or trace ids. Criterion ids come
+from the rubric; dynamic rubrics could multiply them, so at most ``max_criteria_series``
+distinct ids are recorded per scorer and the rest count under ``criterion="_other"``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation, get_meter
+
+from otel_scorers.emit import names as n
+from otel_scorers.emit.attributes import dimension_scores
+from otel_scorers.scorers.result import ScoreResult
+from otel_scorers.scorers.rubric import RubricAnalysis
+
+__all__ = ["ScorerMetrics"]
+
+OTHER = "_other"
+
+
+class ScorerMetrics:
+    """All instruments of the library, created once per processor."""
+
+    def __init__(self, meter_provider: MeterProvider | None = None, *,
+                 decisions: Callable[[CallbackOptions], Iterable[Observation]] | None = None,
+                 queue_depth: Callable[[], int] | None = None,
+                 held_spans: Callable[[], int] | None = None,
+                 buffer_dropped: Callable[[], Mapping[str, int]] | None = None,
+                 max_criteria_series: int = 100) -> None:
+        meter: Meter = get_meter(n.SCOPE_NAME, meter_provider=meter_provider)
+        self.score = meter.create_histogram(
+            n.METRIC_SCORE, unit="1", description="Evaluation scores divided by their scale (0..1)",
+            explicit_bucket_boundaries_advisory=n.SCORE_BUCKETS)
+        self.evaluations = meter.create_counter(
+            n.METRIC_EVALUATIONS, unit="{evaluation}",
+            description="Completed evaluations by scorer, label and pass verdict")
+        self.verdicts = meter.create_counter(
+            n.METRIC_CRITERION_VERDICTS, unit="{verdict}",
+            description="Rubric criterion verdicts by criterion id and outcome")
+        self.dimensions = meter.create_histogram(
+            n.METRIC_DIMENSION_SCORE, unit="1",
+            description="Prompt-alignment dimension scores (0..1)",
+            explicit_bucket_boundaries_advisory=n.SCORE_BUCKETS)
+        if decisions is not None:
+            meter.create_observable_counter(
+                n.METRIC_DECISIONS, callbacks=[decisions], unit="{decision}",
+                description="Pipeline decisions per selected run and scorer")
+        self.judge_duration = meter.create_histogram(
+            n.METRIC_JUDGE_DURATION, unit="s", description="Judge latency per evaluation",
+            explicit_bucket_boundaries_advisory=n.JUDGE_DURATION_BUCKETS)
+        self.judge_tokens = meter.create_counter(
+            n.METRIC_JUDGE_TOKENS, unit="{token}", description="Tokens spent by the judge")
+        self.judge_cost = meter.create_counter(
+            n.METRIC_JUDGE_COST, unit="USD", description="Judge cost from litellm's price table")
+        self.unscored_exports = meter.create_counter(
+            n.METRIC_UNSCORED_EXPORTS, unit="{span}",
+            description="Held spans exported without their scores, by reason")
+        if buffer_dropped is not None:
+            meter.create_observable_counter(
+                n.METRIC_BUFFER_DROPPED, callbacks=[_by_reason(buffer_dropped)], unit="{span}",
+                description="Content spans dropped from the trace-assembly buffer, by reason")
+        self._max_criteria = max_criteria_series
+        self._criteria: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
+        if queue_depth is not None:
+            meter.create_observable_gauge(
+                n.METRIC_QUEUE_DEPTH, callbacks=[_gauge(queue_depth)], unit="{run}",
+                description="Runs waiting for evaluation")
+        if held_spans is not None:
+            meter.create_observable_gauge(
+                n.METRIC_HELD_SPANS, callbacks=[_gauge(held_spans)], unit="{span}",
+                description="Spans held for enriched export")
+
+    def unscored(self, reason: str, count: int) -> None:
+        self.unscored_exports.add(count, {n.M_REASON: reason})
+
+    def result(self, result: ScoreResult, agent: str | None) -> None:
+        """Record a completed evaluation (scored, cached or failed)."""
+        base: dict[str, Any] = {n.M_SCORER: result.scorer, n.M_AGENT: agent or "unknown"}
+        model = result.judge.model if result.judge is not None else "none"
+        if result.judge is not None and not result.cached:
+            usage = result.judge
+            outcome = "error" if result.error is not None else "ok"
+            judge_attrs = {**base, n.M_JUDGE_MODEL: model}
+            self.judge_duration.record(usage.latency_s, {**judge_attrs, n.M_OUTCOME: outcome})
+            if usage.prompt_tokens:
+                self.judge_tokens.add(usage.prompt_tokens, {**judge_attrs,
+                                                            n.M_TOKEN_TYPE: "input"})
+            if usage.completion_tokens:
+                self.judge_tokens.add(usage.completion_tokens, {**judge_attrs,
+                                                                n.M_TOKEN_TYPE: "output"})
+            if usage.cost_usd:
+                self.judge_cost.add(usage.cost_usd, judge_attrs)
+        if result.score is None:
+            return
+        labelled = {**base, n.M_LABEL: result.label or "none"}
+        self.score.record(result.score / result.scale, labelled)
+        passed = "none" if result.passed is None else str(result.passed).lower()
+        self.evaluations.add(1, {**labelled, n.M_PASSED: passed, n.M_JUDGE_MODEL: model})
+        if isinstance(result.analysis, RubricAnalysis):
+            for criterion in result.analysis.criteria:
+                self.verdicts.add(1, {
+                    **base, n.M_CRITERION: self._criterion(result.scorer, criterion.id),
+                    n.M_SATISFIED: str(criterion.satisfied).lower(),
+                    n.M_REQUIRED: str(criterion.required).lower()})
+        for side, dimension, score in dimension_scores(result):
+            self.dimensions.record(score, {**base, n.M_SIDE: side, n.M_DIMENSION: dimension})
+
+    def _criterion(self, scorer: str, criterion: str) -> str:
+        with self._lock:
+            seen = self._criteria.setdefault(scorer, set())
+            if criterion in seen:
+                return criterion
+            if len(seen) >= self._max_criteria:
+                return OTHER
+            seen.add(criterion)
+            return criterion
+
+
+def _gauge(read: Callable[[], int]) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    def callback(_options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(read())]
+    return callback
+
+
+def _by_reason(read: Callable[[], Mapping[str, int]]
+               ) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    def callback(_options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(count, {n.M_REASON: reason}) for reason, count in read().items()]
+    return callback

@@ -1,0 +1,152 @@
+"""Every attribute, event and metric name this library emits, in one place.
+
+The README tables, the Grafana dashboards and the Prometheus rules are tested against this
+module, so a rename here cannot silently break them.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# -- OpenTelemetry GenAI semantic conventions (evaluation, v1.38+) -----------------------------
+GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
+GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
+GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
+GEN_AI_EVALUATION_RESULT_EVENT: Final = "gen_ai.evaluation.result"
+ERROR_TYPE: Final = "error.type"
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
+
+#: Operation name of evaluation spans (``gen_ai.operation.name``).
+EVALUATION_OPERATION: Final = "evaluation"
+#: Evaluation spans are named ``"gen_ai.evaluation <scorer>"``.
+EVALUATION_SPAN_PREFIX: Final = "gen_ai.evaluation"
+#: The instrumentation scope of everything this library emits; the processor never scores it.
+SCOPE_NAME: Final = "otel_scorers"
+
+# -- This library's attributes --------------------------------------------------------------------
+# On an evaluation span they appear as written (``otel_scorers.score``); on an enriched span
+# (the evaluated span itself, exported with its scores) they carry the scorer name after the
+# prefix (``otel_scorers.rubric.score``) so several scorers can coexist.
+PREFIX: Final = "otel_scorers."
+ATTR_SCORE: Final = "score"                      # float, 0..scale
+ATTR_SCORE_NORMALIZED: Final = "score.normalized"  # float, score / scale
+ATTR_LABEL: Final = "label"                      # pass|fail|skipped, or excellent..very_poor
+ATTR_PASS: Final = "pass"                        # bool, when the scorer has a pass verdict
+ATTR_SCALE: Final = "scale"
+ATTR_MODE: Final = "mode"                        # user|system|both (prompt alignment)
+ATTR_SKIPPED: Final = "skipped"                  # why a scorer did nothing (no_rubric)
+ATTR_REASON: Final = "reason"                    # the full reason text (content)
+ATTR_ERROR_TYPE: Final = "error.type"
+ATTR_ERROR_MESSAGE: Final = "error.message"
+ATTR_CACHED: Final = "cached"
+# Rubric, per criterion: otel_scorers.criterion.<id>.{description,required,satisfied,reasoning}
+ATTR_CRITERION: Final = "criterion"
+ATTR_CRITERIA_IDS: Final = "criteria.ids"
+ATTR_CRITERIA_UNMET: Final = "criteria.unmet"    # ids of gating criteria not satisfied
+ATTR_REQUIRED_UNMET: Final = "criteria.required_unmet"
+ATTR_OVERALL_ASSESSMENT: Final = "overall_assessment"
+# Prompt alignment, per side (user|system) and dimension:
+# otel_scorers.dimension.<side>.<intent|requirements|completeness|appropriateness>.{score,reasoning}
+ATTR_DIMENSION: Final = "dimension"
+ATTR_PRIMARY_INTENT: Final = "primary_intent"
+ATTR_REQUIREMENTS_UNFULFILLED: Final = "requirements.unfulfilled"
+ATTR_MISSING_ELEMENTS: Final = "missing_elements"
+# Judge usage
+ATTR_JUDGE_MODEL: Final = "judge.model"
+ATTR_JUDGE_CALLS: Final = "judge.calls"
+ATTR_JUDGE_INPUT_TOKENS: Final = "judge.input_tokens"
+ATTR_JUDGE_OUTPUT_TOKENS: Final = "judge.output_tokens"
+ATTR_JUDGE_COST_USD: Final = "judge.cost_usd"
+ATTR_JUDGE_LATENCY_S: Final = "judge.latency_s"
+# What was evaluated
+ATTR_AGENT_NAME: Final = "agent.name"
+ATTR_EVALUATED_SPAN_ID: Final = "evaluated.span_id"
+ATTR_EVALUATED_SPAN_NAME: Final = "evaluated.span_name"
+ATTR_CAPTURE_SOURCE: Final = "capture.source"    # which convention the run was read from
+
+#: Attribute an application sets on an agent span to give a rubric for that run.
+RUBRIC_ATTRIBUTE: Final = "otel_scorers.rubric"
+
+DIMENSIONS: Final = ("intent", "requirements", "completeness", "appropriateness")
+
+# -- Metrics --------------------------------------------------------------------------------------
+# Instrument names, with the Prometheus names they become (OTel -> Prometheus translation:
+# dots to underscores, unit suffix, _total for counters).
+METRIC_SCORE: Final = "otel_scorers.evaluation.score"            # histogram of score / scale
+METRIC_EVALUATIONS: Final = "otel_scorers.evaluations"           # counter
+METRIC_CRITERION_VERDICTS: Final = "otel_scorers.criterion.verdicts"  # counter
+METRIC_DIMENSION_SCORE: Final = "otel_scorers.dimension.score"   # histogram 0..1
+METRIC_DECISIONS: Final = "otel_scorers.decisions"               # counter
+METRIC_JUDGE_DURATION: Final = "otel_scorers.judge.duration"     # histogram, seconds
+METRIC_JUDGE_TOKENS: Final = "otel_scorers.judge.tokens"         # counter
+METRIC_JUDGE_COST: Final = "otel_scorers.judge.cost"             # counter, USD
+METRIC_QUEUE_DEPTH: Final = "otel_scorers.queue.depth"           # gauge
+METRIC_HELD_SPANS: Final = "otel_scorers.held.spans"             # gauge (enriched export)
+METRIC_UNSCORED_EXPORTS: Final = "otel_scorers.enriched.unscored"  # counter, by reason
+METRIC_BUFFER_DROPPED: Final = "otel_scorers.trace_buffer.dropped"  # counter, by reason
+
+# Metric attribute keys (all low-cardinality: never text or ids of runs).
+M_SCORER: Final = "scorer"
+M_LABEL: Final = "label"
+M_PASSED: Final = "passed"
+M_AGENT: Final = "agent"
+M_JUDGE_MODEL: Final = "judge_model"
+M_CRITERION: Final = "criterion"
+M_SATISFIED: Final = "satisfied"
+M_REQUIRED: Final = "required"
+M_DIMENSION: Final = "dimension"
+M_SIDE: Final = "side"
+M_DECISION: Final = "decision"
+M_REASON: Final = "reason"
+M_ERROR_TYPE: Final = "error_type"
+M_OUTCOME: Final = "outcome"
+M_TOKEN_TYPE: Final = "token_type"
+
+SCORE_BUCKETS: Final = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
+JUDGE_DURATION_BUCKETS: Final = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 80.0)
+
+
+class Decision:
+    """Values of the ``decision`` metric attribute.
+
+    Every selected (span, scorer) pair ends in exactly one terminal decision, so
+    ``selected == sampled_out + rate_limited + filtered + dropped + budget_exhausted + cached
+    + scored + error``.
+    """
+
+    SELECTED: Final = "selected"
+    SAMPLED_OUT: Final = "sampled_out"
+    RATE_LIMITED: Final = "rate_limited"
+    FILTERED: Final = "filtered"
+    DROPPED: Final = "dropped"
+    BUDGET_EXHAUSTED: Final = "budget_exhausted"
+    CACHED: Final = "cached"
+    SCORED: Final = "scored"
+    ERROR: Final = "error"
+
+    TERMINAL: Final = (SAMPLED_OUT, RATE_LIMITED, FILTERED, DROPPED, BUDGET_EXHAUSTED, CACHED,
+                       SCORED, ERROR)
+
+
+class Reason:
+    """Values of the ``reason`` attribute of ``filtered`` and ``dropped`` decisions."""
+
+    NO_CONTENT: Final = "no_content"        # no usable input/output on the span or its trace
+    MALFORMED: Final = "malformed"          # content attributes that could not be parsed
+    TOO_LARGE: Final = "too_large"          # content over the capture size limit
+    INVALID_INPUT: Final = "invalid_input"  # the scorer rejected the run (e.g. no user prompt)
+    QUEUE_FULL: Final = "queue_full"
+    SHUTDOWN: Final = "shutdown"            # the processor stopped before evaluating
+    INTERNAL: Final = "internal_error"
+    # enriched export (``otel_scorers.enriched.unscored``)
+    HOLD_OVERFLOW: Final = "hold_overflow"  # too many spans held at once
+    HOLD_TIMEOUT: Final = "hold_timeout"    # the scores came too late
+    # trace buffer (``otel_scorers.trace_buffer.dropped``)
+    TRACE_LIMIT: Final = "trace_limit"      # too many traces buffered: oldest evicted
+    SPAN_LIMIT: Final = "span_limit"        # too many content spans in one trace
+    BYTE_LIMIT: Final = "byte_limit"        # buffer byte budget spent
+    EXPIRED: Final = "expired"              # older than the buffer's max age

@@ -1,0 +1,76 @@
+"""Evaluation spans and ``gen_ai.evaluation.result`` log events.
+
+An ended span cannot be changed, so each scorer's result becomes a new span, a child of the
+evaluated span (``gen_ai.evaluation <scorer>``), and a log event carrying the evaluated span's
+trace and span ids. Both come from this library's instrumentation scope, which the processor
+never selects.
+"""
+
+from __future__ import annotations
+
+from opentelemetry import trace
+from opentelemetry._logs import LoggerProvider, get_logger
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import NonRecordingSpan, Status, StatusCode, TracerProvider
+
+from otel_scorers._version import __version__
+from otel_scorers.emit import names as n
+from otel_scorers.emit.attributes import ContentPolicy, result_attributes, semconv_attributes
+from otel_scorers.scorers.result import ScoreResult
+
+__all__ = ["Emitter"]
+
+
+class Emitter:
+    """Writes evaluation spans and events for results about evaluated spans."""
+
+    def __init__(self, *, tracer_provider: TracerProvider | None = None,
+                 logger_provider: LoggerProvider | None = None, policy: ContentPolicy,
+                 spans: bool = True, events: bool = True) -> None:
+        self.policy = policy
+        self.spans = spans
+        self.events = events
+        self._tracer_provider = tracer_provider
+        self._logger_provider = logger_provider
+        self._tracer: trace.Tracer | None = None
+
+    def _get_tracer(self) -> trace.Tracer:
+        if self._tracer is None:  # resolved late: the global provider may be set after us
+            self._tracer = trace.get_tracer(n.SCOPE_NAME, __version__,
+                                            tracer_provider=self._tracer_provider)
+        return self._tracer
+
+    def emit(self, evaluated: ReadableSpan, result: ScoreResult, *, agent: str | None,
+             source: str | None, start_ns: int, end_ns: int) -> None:
+        if evaluated.context is None:
+            return
+        parent = trace.set_span_in_context(NonRecordingSpan(evaluated.context), Context())
+        semconv = semconv_attributes(result, self.policy)
+        if self.spans:
+            attrs = {**semconv, n.GEN_AI_OPERATION_NAME: n.EVALUATION_OPERATION,
+                     **result_attributes(result, n.PREFIX, self.policy)}
+            attrs[n.PREFIX + n.ATTR_EVALUATED_SPAN_ID] = f"{evaluated.context.span_id:016x}"
+            attrs[n.PREFIX + n.ATTR_EVALUATED_SPAN_NAME] = evaluated.name
+            if agent is not None:
+                attrs[n.PREFIX + n.ATTR_AGENT_NAME] = agent
+                attrs[n.GEN_AI_AGENT_NAME] = agent
+            if source is not None:
+                attrs[n.PREFIX + n.ATTR_CAPTURE_SOURCE] = source
+            span = self._get_tracer().start_span(
+                f"{n.EVALUATION_SPAN_PREFIX} {result.scorer}", context=parent,
+                attributes=attrs, start_time=start_ns)
+            if result.error is not None:
+                span.set_status(Status(StatusCode.ERROR, result.error.type))
+            span.end(end_time=max(end_ns, start_ns))
+        if self.events:
+            event_attrs = dict(semconv)
+            if result.score is not None:
+                event_attrs[n.PREFIX + n.ATTR_SCORE_NORMALIZED] = result.score / result.scale
+            if result.passed is not None:
+                event_attrs[n.PREFIX + n.ATTR_PASS] = result.passed
+            if agent is not None:
+                event_attrs[n.GEN_AI_AGENT_NAME] = agent
+            logger = get_logger(n.SCOPE_NAME, __version__, logger_provider=self._logger_provider)
+            logger.emit(event_name=n.GEN_AI_EVALUATION_RESULT_EVENT, context=parent,
+                        timestamp=end_ns, attributes=event_attrs)

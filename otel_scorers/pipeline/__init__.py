@@ -1,0 +1,7 @@
+"""The live pipeline: selection, sampling, the queue and workers, caching, the span processor."""
+
+from otel_scorers.pipeline.processor import ScorerSpec, ScoringSpanProcessor
+from otel_scorers.pipeline.sampling import Boost, Sampling
+from otel_scorers.pipeline.selection import Selection
+
+__all__ = ["Boost", "Sampling", "ScorerSpec", "ScoringSpanProcessor", "Selection"]

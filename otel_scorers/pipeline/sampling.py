@@ -1,0 +1,167 @@
+"""Which selected runs a scorer judges: trace-id ratio, stratification, rate limit, budget.
+
+The ratio decision is a pure function of the trace id and a salt: the same trace gets the same
+decision in every process, and scorers sharing a salt agree (so one trace is judged by all of
+them or by none). Error spans and chosen attribute values can get their own, higher, ratio.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+
+from otel_scorers.errors import ConfigError
+
+__all__ = ["Boost", "HourlyBudget", "RateLimiter", "Sampler", "Sampling", "trace_fraction"]
+
+_MASK64 = (1 << 64) - 1
+_TWO64 = float(1 << 64)
+
+
+def _salt64(salt: str) -> int:
+    return int.from_bytes(hashlib.blake2b(salt.encode(), digest_size=8).digest(), "big")
+
+
+def trace_fraction(trace_id: int, salt: int = 0) -> float:
+    """A uniform value in [0, 1) from the trace id: splitmix64 of its low 64 bits xor the salt."""
+    z = (((trace_id & _MASK64) ^ salt) + 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return (z ^ (z >> 31)) / _TWO64
+
+
+@dataclass(frozen=True)
+class Boost:
+    """Sample spans whose ``attribute`` equals ``value`` at ``ratio`` instead."""
+
+    attribute: str
+    value: Any
+    ratio: float
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """A scorer's sampling policy.
+
+    ``ratio`` of traces are judged; spans with error status use ``error_ratio`` when set;
+    ``boosts`` override both for chosen attribute values (first match wins). ``rate_limit``
+    caps evaluations per second; ``budget_tokens_per_hour`` / ``budget_cost_per_hour`` stop
+    judging for the rest of the hour once spent.
+    """
+
+    ratio: float = 1.0
+    error_ratio: float | None = None
+    boosts: Sequence[Boost] = ()
+    rate_limit: float | None = None
+    budget_tokens_per_hour: int | None = None
+    budget_cost_per_hour: float | None = None
+    salt: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("ratio", "error_ratio"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int | float)
+                                          and 0.0 <= value <= 1.0):
+                raise ConfigError(f"sampling {name} must be within [0, 1], got {value!r}")
+        for boost in self.boosts:
+            if not isinstance(boost, Boost) or not 0.0 <= boost.ratio <= 1.0:
+                raise ConfigError(f"invalid sampling boost {boost!r}")
+        for name in ("rate_limit", "budget_tokens_per_hour", "budget_cost_per_hour"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int | float) and value > 0
+                                          and math.isfinite(value)):
+                raise ConfigError(f"sampling {name} must be a positive number, got {value!r}")
+
+    def ratio_for(self, span: ReadableSpan) -> float:
+        if self.boosts:
+            attrs: Mapping[str, Any] = span.attributes or {}
+            for boost in self.boosts:
+                if attrs.get(boost.attribute) == boost.value:
+                    return boost.ratio
+        if self.error_ratio is not None and span.status.status_code is StatusCode.ERROR:
+            return self.error_ratio
+        return self.ratio
+
+
+class Sampler:
+    """A :class:`Sampling` policy bound to its salt, rate limiter and budget (one per scorer)."""
+
+    def __init__(self, policy: Sampling) -> None:
+        self.policy = policy
+        self.salt = _salt64(policy.salt) if policy.salt else 0
+        self.limiter = RateLimiter(policy.rate_limit) if policy.rate_limit else None
+        self.budget = (HourlyBudget(policy.budget_tokens_per_hour, policy.budget_cost_per_hour)
+                       if policy.budget_tokens_per_hour or policy.budget_cost_per_hour else None)
+
+    def sampled(self, span: ReadableSpan) -> bool:
+        ratio = self.policy.ratio_for(span)
+        if ratio >= 1.0:
+            return True
+        if ratio <= 0.0 or span.context is None:
+            return False
+        return trace_fraction(span.context.trace_id, self.salt) < ratio
+
+
+class RateLimiter:
+    """A token bucket: ``rate`` evaluations per second, bursts up to ``max(1, rate)``."""
+
+    def __init__(self, rate: float, *, clock: Any = time.monotonic) -> None:
+        self.rate = rate
+        self.capacity = max(1.0, rate)
+        self._tokens = self.capacity
+        self._clock = clock
+        self._last = clock()
+        self._lock = threading.Lock()
+
+    def allow(self) -> bool:
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.capacity, self._tokens + (now - self._last) * self.rate)
+            self._last = now
+            if self._tokens >= 1.0:
+                self._tokens -= 1.0
+                return True
+            return False
+
+
+class HourlyBudget:
+    """Tokens and cost spent over the last hour, in one-minute buckets."""
+
+    def __init__(self, tokens: int | None, cost: float | None, *,
+                 clock: Any = time.monotonic) -> None:
+        self.max_tokens = tokens
+        self.max_cost = cost
+        self._clock = clock
+        self._buckets: dict[int, list[float]] = {}
+        self._lock = threading.Lock()
+
+    def _minute(self) -> int:
+        return int(self._clock() // 60)
+
+    def spend(self, tokens: int, cost: float | None) -> None:
+        minute = self._minute()
+        with self._lock:
+            bucket = self._buckets.setdefault(minute, [0.0, 0.0])
+            bucket[0] += tokens
+            bucket[1] += cost or 0.0
+            for old in [m for m in self._buckets if m <= minute - 60]:
+                del self._buckets[old]
+
+    def spent(self) -> tuple[float, float]:
+        minute = self._minute()
+        with self._lock:
+            live = [b for m, b in self._buckets.items() if m > minute - 60]
+        return sum(b[0] for b in live), sum(b[1] for b in live)
+
+    def exhausted(self) -> bool:
+        tokens, cost = self.spent()
+        return bool((self.max_tokens is not None and tokens >= self.max_tokens)
+                    or (self.max_cost is not None and cost >= self.max_cost))
