@@ -15,7 +15,7 @@ from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-__all__ = ["run_sync", "submit"]
+__all__ = ["in_loop", "on_loop", "run_sync", "submit"]
 
 T = TypeVar("T")
 
@@ -46,6 +46,23 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
+def in_loop() -> bool:
+    """True when called from the background loop's own thread."""
+    return _thread is not None and threading.current_thread() is _thread
+
+
+async def on_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Await ``coro`` on the background loop from any event loop (directly when already on it).
+
+    litellm binds per-loop state (its logging worker, HTTP sessions) to the loop that first
+    calls it; keeping every judge call on one long-lived loop means no such state is ever left
+    behind on a loop that closes (a worker's, a test's, a user's ``asyncio.run``).
+    """
+    if in_loop():
+        return await coro
+    return await asyncio.wrap_future(submit(coro))
+
+
 def submit(coro: Coroutine[Any, Any, T]) -> Future[T]:
     """Schedule ``coro`` on the background loop and return a concurrent future."""
     loop = _ensure_loop()
@@ -57,7 +74,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
     Calling it from the background loop itself would deadlock, so that raises instead.
     """
-    if _thread is not None and threading.current_thread() is _thread:
+    if in_loop():
         coro.close()
         raise RuntimeError("run() called from the otel-scorers event loop: await arun() instead")
     return submit(coro).result()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import threading
 import time
@@ -31,6 +32,7 @@ __all__ = [
     "fault",
     "garbage",
     "hang",
+    "judge_responder",
     "reply",
     "rubric_answer",
 ]
@@ -163,6 +165,36 @@ def alignment_answer(user: Sequence[float] | None = None, system: Sequence[float
 
 
 Responder = Callable[[RecordedRequest], Answer]
+
+_CRITERION_LINE = re.compile(r"^c(\d+): ", re.MULTILINE)
+
+
+def judge_responder(*, satisfied: bool | Callable[[int, str], bool] = True,
+                    user: Sequence[float] = (1.0, 1.0, 1.0, 1.0),
+                    system: Sequence[float] = (1.0, 1.0, 1.0, 1.0),
+                    delay_s: float = 0.0, prompt_tokens: int = 100,
+                    completion_tokens: int = 50) -> Responder:
+    """A responder that answers any rubric or prompt-alignment request of this library.
+
+    Rubric requests get one verdict per criterion (``satisfied``, or ``satisfied(i, text)``
+    per criterion); alignment requests get the dimension scores their mode asks for.
+    """
+    def respond(request: RecordedRequest) -> Answer:
+        user_text = request.messages[-1].get("content", "") if request.messages else ""
+        criteria = _CRITERION_LINE.findall(str(user_text))
+        if criteria:
+            texts = re.findall(r"^c\d+: (.*)$", str(user_text), re.MULTILINE)
+            verdicts = [satisfied(i, t) if callable(satisfied) else satisfied
+                        for i, t in enumerate(texts, start=1)]
+            content: Mapping[str, Any] = rubric_answer(verdicts)
+        else:
+            task = str(user_text)
+            content = alignment_answer(
+                user=user if '"userAlignment"' in task else None,
+                system=system if '"systemCompliance"' in task else None)
+        return reply(content, delay_s=delay_s, prompt_tokens=prompt_tokens,
+                     completion_tokens=completion_tokens)
+    return respond
 
 
 class ScriptedJudgeServer:

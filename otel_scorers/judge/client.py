@@ -31,6 +31,7 @@ from typing import Any, Generic, Literal, TypeVar, get_args
 from opentelemetry import context as otel_context
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from otel_scorers._aio import on_loop
 from otel_scorers.errors import (
     ConfigError,
     JudgeError,
@@ -228,7 +229,14 @@ class JudgeClient:
 
     # -- the call -----------------------------------------------------------------------------
     async def judge(self, request: JudgeRequest[T]) -> Judgement[T]:
-        """Ask the judge once (plus retries and at most one corrective re-ask)."""
+        """Ask the judge once (plus retries and at most one corrective re-ask).
+
+        The call runs on the library's background event loop whatever loop awaits it (see
+        :func:`otel_scorers._aio.on_loop`); cancelling the caller cancels the call.
+        """
+        return await on_loop(self._judge(request))
+
+    async def _judge(self, request: JudgeRequest[T]) -> Judgement[T]:
         deadline = time.monotonic() + self.total_timeout_s
         litellm = await asyncio.to_thread(load_litellm)
         meter = _Meter(self.model)  # latency counts the judge, not the one-time import

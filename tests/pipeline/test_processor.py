@@ -1,0 +1,504 @@
+"""The span processor end to end with real OTel providers and the scripted judge over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import pytest
+from opentelemetry.trace import StatusCode
+
+from otel_scorers import ConfigError, RubricScorer
+from otel_scorers.emit.names import Decision
+from otel_scorers.judge.client import JudgeClient
+from otel_scorers.pipeline import Sampling, ScorerSpec, Selection
+from otel_scorers.testing import ScriptedJudgeServer, fault, hang, judge_responder
+
+from .conftest import Telemetry, end_agent_span
+
+TERMINAL = Decision.TERMINAL
+
+
+def assert_identity(stats: dict[str, dict[str, int]]) -> None:
+    for scorer, counts in stats.items():
+        terminal = sum(counts.get(d, 0) for d in TERMINAL)
+        assert counts.get("selected", 0) == terminal, (scorer, counts)
+
+
+def test_scores_an_agent_run(telemetry: Telemetry, make_processor: Any,
+                             judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder(satisfied=lambda i, t: i == 1,
+                                             user=(1, 1, 0.5, 1), system=(1, 1, 1, 1))
+    processor = make_processor()
+    agent = end_agent_span(telemetry)
+    assert processor.force_flush(10_000)
+    evaluations = telemetry.evaluation_spans()
+    assert sorted(s.name for s in evaluations) == [
+        "gen_ai.evaluation prompt_alignment", "gen_ai.evaluation rubric"]
+    for span in evaluations:
+        assert span.parent is not None and span.parent.span_id == agent.context.span_id
+        assert span.context.trace_id == agent.context.trace_id
+        assert span.attributes["gen_ai.operation.name"] == "evaluation"
+        assert span.attributes["otel_scorers.agent.name"] == "support-bot"
+        assert span.attributes["otel_scorers.capture.source"] == "genai"
+        assert span.attributes["otel_scorers.judge.model"] == "openai/scripted-judge"
+        assert span.attributes["otel_scorers.judge.input_tokens"] == 100
+    rubric = telemetry.evaluation_spans("rubric")[0].attributes
+    assert rubric["gen_ai.evaluation.score.value"] == 0.0
+    assert rubric["gen_ai.evaluation.score.label"] == "fail"
+    assert rubric["otel_scorers.pass"] is False
+    assert rubric["otel_scorers.criterion.greets_the_user.satisfied"] is True
+    assert rubric["otel_scorers.criterion.is_polite.satisfied"] is False
+    assert rubric["otel_scorers.criterion.is_polite.required"] is True
+    assert rubric["otel_scorers.criteria.unmet"] == ("is_polite",)
+    assert "Rubric not satisfied" in rubric["gen_ai.evaluation.explanation"]
+    alignment = telemetry.evaluation_spans("prompt_alignment")[0].attributes
+    assert alignment["gen_ai.evaluation.score.value"] == 0.93  # 0.7 x 0.9 + 0.3 x 1
+    assert alignment["otel_scorers.mode"] == "both"
+    assert alignment["otel_scorers.dimension.user.completeness.score"] == 0.5
+    assert alignment["otel_scorers.dimension.system.intent.score"] == 1.0
+    assert processor.stats() == {"rubric": {"selected": 1, "scored": 1},
+                                 "prompt_alignment": {"selected": 1, "scored": 1}}
+    # exactly one judge call per scorer, and what the judge saw came from the span
+    assert len(judge_server.requests) == 2
+    assert all("Hello, who are you?" in r.text for r in judge_server.requests)
+
+
+def test_log_events_carry_the_evaluated_span_ids(telemetry: Telemetry, make_processor: Any,
+                                                 judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder()
+    processor = make_processor()
+    agent = end_agent_span(telemetry)
+    processor.force_flush(10_000)
+    logs = telemetry.logs()
+    assert len(logs) == 2
+    for record in logs:
+        log = record.log_record
+        assert log.event_name == "gen_ai.evaluation.result"
+        assert log.trace_id == agent.context.trace_id
+        assert log.span_id == agent.context.span_id
+        assert log.attributes["gen_ai.evaluation.name"] in ("rubric", "prompt_alignment")
+        assert log.attributes["gen_ai.evaluation.score.value"] == 1.0
+
+
+def test_metrics(telemetry: Telemetry, make_processor: Any,
+                 judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder(satisfied=lambda i, t: i == 1)
+    processor = make_processor()
+    for _ in range(3):
+        end_agent_span(telemetry)
+    processor.force_flush(10_000)
+    value = telemetry.metric_value
+    assert value("otel_scorers.decisions", scorer="rubric", decision="selected") == 3
+    assert value("otel_scorers.decisions", scorer="rubric", decision="scored") == 3
+    assert value("otel_scorers.evaluations", scorer="rubric", label="fail", passed="false") == 3
+    assert value("otel_scorers.evaluations", scorer="prompt_alignment", label="excellent") == 3
+    assert value("otel_scorers.criterion.verdicts", criterion="greets_the_user",
+                 satisfied="true") == 3
+    assert value("otel_scorers.criterion.verdicts", criterion="is_polite", satisfied="false") == 3
+    assert value("otel_scorers.evaluation.score", scorer="rubric") == 3  # histogram count
+    assert value("otel_scorers.dimension.score", side="system", dimension="intent") == 3
+    assert value("otel_scorers.judge.tokens", scorer="rubric", token_type="input") == 300
+    assert value("otel_scorers.judge.duration", scorer="rubric", outcome="ok") == 3
+    assert value("otel_scorers.queue.depth") == 0
+    for name, points in telemetry.metrics().items():
+        for attrs, _ in points:
+            for key, val in attrs.items():  # low cardinality: no ids, no free text
+                assert key in {"scorer", "label", "passed", "agent", "judge_model", "criterion",
+                               "satisfied", "required", "dimension", "side", "decision",
+                               "reason", "error_type", "outcome", "token_type"}, (name, key)
+                assert len(str(val)) <= 64
+
+
+def test_only_agent_runs_are_selected_by_default(telemetry: Telemetry, make_processor: Any,
+                                                 judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder()
+    processor = make_processor()
+    tracer = telemetry.tracer()
+    with tracer.start_as_current_span("plain"), tracer.start_as_current_span(
+            "chat gpt", attributes={"gen_ai.operation.name": "chat",
+                                    "gen_ai.input.messages": "[]"}):
+        pass
+    processor.force_flush(5_000)
+    assert judge_server.requests == [] and processor.stats()["rubric"] == {}
+
+
+@pytest.mark.parametrize(("attrs", "selected"), [
+    ({"openinference.span.kind": "AGENT", "input.value": "q", "output.value": "a"}, True),
+    ({"traceloop.span.kind": "workflow", "traceloop.entity.input": "q",
+      "traceloop.entity.output": "a"}, True),
+    ({"traceloop.span.kind": "task"}, False),
+    ({"mastra.span.type": "agent_run", "input": "q", "output": "a"}, True),
+    ({"gen_ai.operation.name": "chat"}, False),
+    ({"openinference.span.kind": "LLM"}, False),
+])
+def test_default_conventions(telemetry: Telemetry, make_processor: Any,
+                             judge_server: ScriptedJudgeServer, attrs: dict[str, str],
+                             selected: bool) -> None:
+    judge_server.responder = judge_responder()
+    processor = make_processor([RubricScorer(JudgeClient(
+        judge_server.model, api_base=judge_server.url, api_key="k"), "- x")])
+    with telemetry.tracer().start_as_current_span("run", attributes=attrs):
+        pass
+    processor.force_flush(5_000)
+    assert processor.stats()["rubric"].get("selected", 0) == (1 if selected else 0)
+
+
+def test_selection_options(telemetry: Telemetry, make_processor: Any,
+                           judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder()
+    processor = make_processor(selection=Selection(
+        agent_conventions=False, include_llm_spans=True, span_names=["custom.*"],
+        attributes={"team": ["a", "b"]}, agents=["bot"],
+        predicate=lambda span: span.name == "by-callable"))
+    tracer = telemetry.tracer()
+    base = json.loads(json.dumps({"gen_ai.agent.name": "bot", "input.value": "q",
+                                  "output.value": "a"}))
+    cases = {
+        "llm": {"gen_ai.operation.name": "chat", **base},
+        "custom.thing": dict(base),
+        "attr": {"team": "b", **base},
+        "by-callable": dict(base),
+        "other agent": {"gen_ai.operation.name": "chat", **base, "gen_ai.agent.name": "x"},
+        "nothing": dict(base),
+        "agent convention off": {"gen_ai.operation.name": "invoke_agent", **base},
+    }
+    for name, attrs in cases.items():
+        with tracer.start_as_current_span(name, attributes=attrs):
+            pass
+    processor.force_flush(5_000)
+    assert processor.stats()["rubric"]["selected"] == 4
+
+
+@pytest.mark.parametrize("selection", [
+    Selection(span_names="agent*"),  # type: ignore[arg-type]
+    Selection(attributes={"k": {"nested": 1}}),
+    Selection(agents=[""]),
+    Selection(agent_conventions=False),
+    Selection(predicate="not callable"),  # type: ignore[arg-type]
+])
+def test_bad_selection_fails_at_construction(make_processor: Any, selection: Selection) -> None:
+    with pytest.raises(ConfigError):
+        make_processor(selection=selection, install=False)
+
+
+def test_bad_processor_arguments(make_processor: Any, judge: JudgeClient) -> None:
+    with pytest.raises(ConfigError):
+        make_processor([], install=False)
+    with pytest.raises(ConfigError, match="distinct names"):
+        make_processor([RubricScorer(judge), RubricScorer(judge)], install=False)
+    with pytest.raises(ConfigError, match="must match"):
+        make_processor([RubricScorer(judge, name="bad name!")], install=False)
+    with pytest.raises(ConfigError):
+        make_processor(queue_size=0, install=False)
+    with pytest.raises(ConfigError):
+        make_processor(reasons="some", install=False)
+
+
+def test_evaluation_spans_are_never_scored(telemetry: Telemetry, make_processor: Any,
+                                           judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder()
+    processor = make_processor(selection=Selection(span_names=["*"]))  # selects everything
+    end_agent_span(telemetry)
+    processor.force_flush(10_000)
+    time.sleep(0.3)
+    processor.force_flush(10_000)
+    assert len(telemetry.evaluation_spans()) == 2
+    assert len(judge_server.requests) == 2  # the evaluation spans were not judged in turn
+
+
+# -- failures ------------------------------------------------------------------------------
+def test_judge_failure_is_an_error_not_a_score(telemetry: Telemetry, make_processor: Any,
+                                               judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = lambda request: fault(500)
+    processor = make_processor()
+    agent = end_agent_span(telemetry)
+    processor.force_flush(20_000)
+    assert [s.name for s in telemetry.app_spans()] == [agent.name]
+    for span in telemetry.evaluation_spans():
+        attrs = span.attributes
+        assert attrs["error.type"] == "server_error"
+        assert "gen_ai.evaluation.score.value" not in attrs
+        assert "otel_scorers.score" not in attrs and "otel_scorers.pass" not in attrs
+        assert span.status.status_code is StatusCode.ERROR
+    assert processor.stats()["rubric"] == {"selected": 1, "error": 1}
+    assert telemetry.metric_value("otel_scorers.decisions", decision="error",
+                                  error_type="server_error") == 2
+    assert telemetry.metric_value("otel_scorers.evaluations") is None
+    assert telemetry.metric_value("otel_scorers.judge.duration", outcome="error") == 2
+
+
+def test_missing_content_is_filtered_with_a_reason(telemetry: Telemetry, make_processor: Any,
+                                                   judge_server: ScriptedJudgeServer) -> None:
+    processor = make_processor()
+    tracer = telemetry.tracer()
+    with tracer.start_as_current_span("empty", attributes={
+            "gen_ai.operation.name": "invoke_agent"}):
+        pass
+    with tracer.start_as_current_span("broken", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.input.messages": "[{oops",
+            "gen_ai.output.messages": "[]"}):
+        pass
+    processor.force_flush(5_000)
+    snapshot = processor.counts.snapshot()
+    reasons = {key.reason for key in snapshot if key.decision == "filtered"}
+    assert reasons == {"no_content", "malformed"}
+    assert judge_server.requests == []
+    assert_identity(processor.stats())
+
+
+def test_scorer_input_error_counts_as_filtered(telemetry: Telemetry, make_processor: Any,
+                                               judge: JudgeClient,
+                                               judge_server: ScriptedJudgeServer) -> None:
+    from otel_scorers import PromptAlignmentScorer
+    processor = make_processor([PromptAlignmentScorer(judge, evaluation_mode="system")])
+    end_agent_span(telemetry, system=None)
+    processor.force_flush(5_000)
+    assert processor.counts.snapshot() == {
+        ("prompt_alignment", "selected", None, None): 1,
+        ("prompt_alignment", "filtered", "invalid_input", None): 1}
+    assert telemetry.evaluation_spans() == []
+
+
+def test_queue_overflow_drops_and_counts(telemetry: Telemetry, make_processor: Any,
+                                         judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder(delay_s=0.3)
+    processor = make_processor(queue_size=2, concurrency=1, cache_ttl_s=0)
+    started = time.perf_counter()
+    for index in range(10):
+        end_agent_span(telemetry, prompt=f"question {index}")
+    assert time.perf_counter() - started < 1.0  # the application was never slowed
+    assert len(telemetry.app_spans()) == 10      # and lost nothing
+    processor.force_flush(20_000)
+    stats = processor.stats()
+    assert stats["rubric"]["dropped"] >= 6
+    assert stats["rubric"]["scored"] + stats["rubric"]["dropped"] == 10
+    assert_identity(stats)
+    assert telemetry.metric_value("otel_scorers.decisions", decision="dropped",
+                                  reason="queue_full") == 2 * stats["rubric"]["dropped"]
+
+
+def test_hung_judge_times_out_without_blocking(telemetry: Telemetry, make_processor: Any,
+                                               judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = lambda request: hang(30)
+    scorer = RubricScorer(JudgeClient(judge_server.model, api_base=judge_server.url,
+                                      api_key="k", timeout_s=30), "- x")
+    processor = make_processor([scorer], evaluation_timeout_s=0.5)
+    started = time.perf_counter()
+    end_agent_span(telemetry)
+    assert time.perf_counter() - started < 0.1
+    processor.force_flush(10_000)
+    assert processor.stats()["rubric"] == {"selected": 1, "error": 1}
+    assert telemetry.evaluation_spans()[0].attributes["error.type"] == "timeout"
+
+
+# -- sampling, rate limit, budget, cache ------------------------------------------------------
+def test_sampling_ratio_zero_and_error_boost(telemetry: Telemetry, make_processor: Any,
+                                             judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder()
+    processor = make_processor(sampling=Sampling(ratio=0.0, error_ratio=1.0))
+    end_agent_span(telemetry)
+    end_agent_span(telemetry, error=True)
+    processor.force_flush(10_000)
+    assert processor.stats()["rubric"] == {"selected": 2, "sampled_out": 1, "scored": 1}
+
+
+def test_per_scorer_sampling(telemetry: Telemetry, make_processor: Any, judge: JudgeClient,
+                             judge_server: ScriptedJudgeServer) -> None:
+    from otel_scorers import PromptAlignmentScorer
+    judge_server.responder = judge_responder()
+    processor = make_processor([RubricScorer(judge, "- x"),
+                                ScorerSpec(PromptAlignmentScorer(judge), Sampling(ratio=0.0))])
+    end_agent_span(telemetry)
+    processor.force_flush(10_000)
+    assert processor.stats() == {"rubric": {"selected": 1, "scored": 1},
+                                 "prompt_alignment": {"selected": 1, "sampled_out": 1}}
+
+
+def test_rate_limit(telemetry: Telemetry, make_processor: Any, judge: JudgeClient,
+                    judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder()
+    processor = make_processor([RubricScorer(judge, "- x")], sampling=Sampling(rate_limit=1.0))
+    for index in range(5):
+        end_agent_span(telemetry, prompt=f"q{index}")
+    processor.force_flush(10_000)
+    assert processor.stats()["rubric"] == {"selected": 5, "scored": 1, "rate_limited": 4}
+
+
+def test_budget_exhaustion(telemetry: Telemetry, make_processor: Any, judge: JudgeClient,
+                           judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder()  # 150 tokens per call
+    processor = make_processor([RubricScorer(judge, "- x")], concurrency=1,
+                               sampling=Sampling(budget_tokens_per_hour=300))
+    for index in range(4):
+        end_agent_span(telemetry, prompt=f"q{index}")
+        processor.force_flush(10_000)
+    assert processor.stats()["rubric"] == {"selected": 4, "scored": 2, "budget_exhausted": 2}
+    assert len(judge_server.requests) == 2
+
+
+def test_cache_serves_identical_runs(telemetry: Telemetry, make_processor: Any,
+                                     judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder()
+    processor = make_processor(concurrency=1)
+    end_agent_span(telemetry)
+    processor.force_flush(10_000)
+    end_agent_span(telemetry)
+    end_agent_span(telemetry, prompt="a different question")
+    processor.force_flush(10_000)
+    assert len(judge_server.requests) == 4
+    assert processor.stats()["rubric"] == {"selected": 3, "scored": 2, "cached": 1}
+    cached = [s for s in telemetry.evaluation_spans("rubric")
+              if s.attributes.get("otel_scorers.cached")]
+    assert len(cached) == 1 and cached[0].attributes["gen_ai.evaluation.score.value"] == 1.0
+    assert cached[0].attributes["otel_scorers.judge.calls"] == 1  # the original call's usage
+
+
+def test_failures_are_not_cached(telemetry: Telemetry, make_processor: Any, judge: JudgeClient,
+                                 judge_server: ScriptedJudgeServer) -> None:
+    judge_server.script(fault(400))
+    judge_server.responder = judge_responder()
+    processor = make_processor([RubricScorer(judge, "- greets")], concurrency=1)
+    end_agent_span(telemetry)
+    processor.force_flush(10_000)
+    end_agent_span(telemetry)
+    processor.force_flush(10_000)
+    assert processor.stats()["rubric"] == {"selected": 2, "error": 1, "scored": 1}
+
+
+# -- rubrics from spans and configuration --------------------------------------------------------
+def test_rubric_from_span_attribute_and_per_agent(telemetry: Telemetry, make_processor: Any,
+                                                  judge: JudgeClient,
+                                                  judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder()
+    processor = make_processor([RubricScorer(judge)], concurrency=1,
+                               rubrics={"billing": "- mentions the invoice", "*": "- is brief"})
+    end_agent_span(telemetry, agent="billing")
+    end_agent_span(telemetry, agent="other")
+    end_agent_span(telemetry, agent="billing", **{"otel_scorers.rubric": "- from the span"})
+    end_agent_span(telemetry, agent="json", **{"otel_scorers.rubric": '["one", "two"]'})
+    processor.force_flush(10_000)
+    rubrics = sorted(r.text.split("BEGIN rubric criteria>>>\n")[1].split("\n<<<")[0]
+                     for r in judge_server.requests)
+    assert rubrics == ["c1: from the span", "c1: is brief", "c1: mentions the invoice",
+                       "c1: one\nc2: two"]
+
+
+# -- content switch ------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["none", "truncate"])
+def test_reasons_switch(telemetry: Telemetry, make_processor: Any,
+                        judge_server: ScriptedJudgeServer, mode: str) -> None:
+    judge_server.responder = judge_responder()
+    processor = make_processor(reasons=mode, max_reason_chars=20)
+    end_agent_span(telemetry)
+    processor.force_flush(10_000)
+    for span in telemetry.evaluation_spans():
+        attrs = span.attributes
+        text_keys = [k for k in attrs if k.endswith(("reasoning", "reason", "explanation",
+                                                      "assessment", "description",
+                                                      "primary_intent"))]
+        if mode == "none":
+            assert text_keys == []
+        else:
+            assert text_keys and all(len(attrs[k]) <= 20 for k in text_keys)
+        assert "gen_ai.evaluation.score.value" in attrs
+    for record in telemetry.logs():
+        explanation = record.log_record.attributes.get("gen_ai.evaluation.explanation")
+        assert (explanation is None) if mode == "none" else len(explanation) <= 20
+
+
+# -- lifecycle -----------------------------------------------------------------------------
+def test_shutdown_drains_and_is_idempotent(telemetry: Telemetry, make_processor: Any,
+                                           judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder(delay_s=0.1)
+    processor = make_processor(concurrency=2)
+    for index in range(4):
+        end_agent_span(telemetry, prompt=f"q{index}")
+    processor.shutdown()
+    assert processor.stats()["rubric"] == {"selected": 4, "scored": 4}
+    processor.shutdown()
+    end_agent_span(telemetry)  # after shutdown: passed over, nothing breaks
+    assert processor.stats()["rubric"] == {"selected": 4, "scored": 4}
+
+
+def test_shutdown_deadline_with_hung_judge(telemetry: Telemetry, make_processor: Any,
+                                           judge: JudgeClient,
+                                           judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = lambda request: hang(60)
+    scorer = RubricScorer(JudgeClient(judge_server.model, api_base=judge_server.url,
+                                      api_key="k", timeout_s=60), "- x")
+    processor = make_processor([scorer], concurrency=1, shutdown_timeout_s=0.5)
+    for index in range(3):
+        end_agent_span(telemetry, prompt=f"q{index}")
+    time.sleep(0.2)
+    started = time.monotonic()
+    processor.shutdown()
+    assert time.monotonic() - started < 4
+    stats = processor.stats()["rubric"]
+    assert stats == {"selected": 3, "dropped": 3}
+    assert_identity(processor.stats())
+    assert len(telemetry.app_spans()) == 3
+
+
+def test_force_flush_times_out_honestly(telemetry: Telemetry, make_processor: Any,
+                                        judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder(delay_s=1.0)
+    processor = make_processor()
+    end_agent_span(telemetry)
+    assert processor.force_flush(100) is False
+    assert processor.force_flush(10_000) is True
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_fork_gives_the_child_fresh_workers(telemetry: Telemetry, make_processor: Any,
+                                            judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder()
+    processor = make_processor()
+    end_agent_span(telemetry)  # the parent's worker thread is now running
+    processor.force_flush(10_000)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        try:
+            os.close(read)
+            end_agent_span(telemetry, prompt="from the child")
+            ok = processor.force_flush(20_000)
+            stats = processor.stats()["rubric"]
+            os.write(write, json.dumps({"ok": ok, "stats": stats}).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        child = json.loads(pipe.read() or "{}")
+    os.waitpid(pid, 0)
+    assert child["ok"] is True
+    assert child["stats"]["scored"] == 2  # one inherited count, one scored in the child
+    assert any("from the child" in r.text for r in judge_server.requests)
+
+
+def test_accounting_identity_under_mixed_conditions(telemetry: Telemetry, make_processor: Any,
+                                                    judge: JudgeClient,
+                                                    judge_server: ScriptedJudgeServer) -> None:
+    calls = {"n": 0}
+
+    def flaky(request: Any) -> Any:
+        calls["n"] += 1
+        return fault(400) if calls["n"] % 3 == 0 else judge_responder(delay_s=0.05)(request)
+
+    judge_server.responder = flaky
+    processor = make_processor(queue_size=4, concurrency=2,
+                               sampling=Sampling(ratio=0.7, rate_limit=50.0))
+    tracer = telemetry.tracer()
+    for index in range(60):
+        if index % 7 == 0:
+            with tracer.start_as_current_span("empty", attributes={
+                    "gen_ai.operation.name": "invoke_agent"}):
+                pass
+        else:
+            end_agent_span(telemetry, prompt=f"q{index % 11}")
+    processor.force_flush(30_000)
+    stats = processor.stats()
+    assert_identity(stats)
+    assert stats["rubric"]["selected"] == 60
