@@ -139,6 +139,7 @@ class Reason:
     MALFORMED: Final = "malformed"          # content attributes that could not be parsed
     TOO_LARGE: Final = "too_large"          # content over the capture size limit
     INVALID_INPUT: Final = "invalid_input"  # the scorer rejected the run (e.g. no user prompt)
+    NO_RUBRIC: Final = "no_rubric"          # a rubric scorer found no rubric for the run
     QUEUE_FULL: Final = "queue_full"
     SHUTDOWN: Final = "shutdown"            # the processor stopped before evaluating
     INTERNAL: Final = "internal_error"

@@ -480,6 +480,14 @@ def scorers_from(settings: Settings) -> list[ScorerSpec]:
 
 
 def _decision_of(result: ScoreResult) -> tuple[str, str | None, str | None]:
+    """The terminal decision of a finished evaluation.
+
+    A result the scorer skipped (a rubric scorer with no rubric for the run) still carries the
+    seed's default score, but nothing was judged: live scoring counts it as filtered and emits
+    no score, so pass rates and score histograms only count judged runs.
+    """
+    if result.skipped is not None:
+        return Decision.FILTERED, result.skipped, None
     if result.error is None:
         return Decision.SCORED, None, None
     if result.error.type == "invalid_input":
