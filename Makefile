@@ -35,7 +35,7 @@ test: $(VENV)/.installed-dev
 	$(PY) -m pytest
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check otel_scorers tests
+	$(BIN)/ruff check otel_scorers tests examples
 	$(BIN)/mypy
 
 bench: $(VENV)/.installed-dev
