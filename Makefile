@@ -18,9 +18,11 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-# Stamps: reinstall only when pyproject.toml changes.
+# Stamps: reinstall only when pyproject.toml changes. The test suite includes the tests of the
+# embedded local judge (marked local_model), so it installs the `local` extra too.
 $(VENV)/.installed-dev: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[dev]'
+	@$(PY) -c "import llama_cpp" 2>/dev/null || echo ">>> Installing llama-cpp-python for the local-judge tests: the first build compiles llama.cpp (several minutes on 2 cores); pip caches the wheel afterwards."
+	$(PY) -m pip install --quiet -e '.[dev,local]'
 	touch $@
 
 $(VENV)/.installed-local: pyproject.toml | $(PY)

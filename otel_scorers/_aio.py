@@ -9,7 +9,10 @@ After ``os.fork()`` the child starts a fresh loop on first use.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import os
+import sys
 import threading
 from collections.abc import Coroutine
 from concurrent.futures import Future
@@ -44,6 +47,34 @@ def _reset_after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def _close_at_exit() -> None:
+    """Close litellm's async HTTP clients and stop the loop before the interpreter finalizes.
+
+    Otherwise the clients are garbage-collected during finalization, after this daemon thread
+    was frozen (possibly holding the import lock), and their ``__del__`` (which imports) hangs
+    the exit.
+    """
+    loop, thread = _loop, _thread
+    if loop is None or thread is None or not thread.is_alive():
+        return
+
+    async def close_clients() -> None:
+        litellm = sys.modules.get("litellm")
+        closer = getattr(litellm, "close_litellm_async_clients", None)
+        if closer is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(closer(), timeout=2.0)
+
+    with contextlib.suppress(Exception):
+        asyncio.run_coroutine_threadsafe(close_clients(), loop).result(timeout=3.0)
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=2.0)
+
+
+atexit.register(_close_at_exit)
 
 
 def in_loop() -> bool:

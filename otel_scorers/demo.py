@@ -1,25 +1,60 @@
-"""``otel-scorers demo``: score a handful of example agent runs with both scorers.
+"""``otel-scorers demo``: a traced example agent, scored live through the real pipeline.
 
-Uses the judge configured by ``OTEL_SCORERS_JUDGE_MODEL`` (and ``_API_BASE``/``_API_KEY``), or the
-embedded local model when none is set. The local model is tiny: its verdicts are illustrative
-only; the demo shows the plumbing, the result shape and the timing.
+A small deterministic support agent answers a handful of tasks (some well, some badly). Each run
+is an ``invoke_agent`` span with GenAI semantic-convention content, ended through a
+``TracerProvider`` that has the ``ScoringSpanProcessor`` with the rubric and prompt-alignment
+scorers. The summary is read back from the evaluation spans the pipeline emitted, and the
+telemetry goes to OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, else to a JSON-lines file
+written by the SDK console exporters, plus a Prometheus scrape endpoint when asked.
+
+The judge is ``OTEL_SCORERS_JUDGE_MODEL`` or, when unset, the embedded SmolLM2-135M model: tiny,
+its verdicts are illustrative only. The demo proves the plumbing, not the judgements.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
 
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import (
+    BatchLogRecordProcessor,
+    ConsoleLogRecordExporter,
+    InMemoryLogRecordExporter,
+    LogRecordExporter,
+    SimpleLogRecordProcessor,
+)
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    ConsoleMetricExporter,
+    InMemoryMetricReader,
+    MetricExporter,
+    MetricReader,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SimpleSpanProcessor,
+    SpanExporter,
+)
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from otel_scorers.judge.client import DEFAULT_LOCAL_MODEL, JudgeClient
+from otel_scorers.pipeline.processor import ScoringSpanProcessor
 from otel_scorers.scorers.alignment import PromptAlignmentScorer
-from otel_scorers.scorers.result import ScoreResult
-from otel_scorers.scorers.rubric import RubricAnalysis, RubricScorer
-from otel_scorers.scorers.run import ScorerRun
+from otel_scorers.scorers.rubric import RubricScorer
 
-__all__ = ["DEMO_TASKS", "DemoTask", "run_demo"]
+__all__ = ["DEMO_TASKS", "DemoReport", "DemoTask", "run_demo"]
 
 
 @dataclass(frozen=True)
@@ -28,71 +63,216 @@ class DemoTask:
     system: str
     prompt: str
     answer: str
-    rubric: str
-    quality: str  # what the example was written to be: "good" or "bad"
+    quality: str  # what the answer was written to be: "good" or "bad"
 
+
+SUPPORT = "You are Acme Cloud's support agent. Be polite and answer in at most three sentences."
+CODER = "You are a coding assistant. Always include a Python code example."
 
 DEMO_TASKS: tuple[DemoTask, ...] = (
-    DemoTask("support-bot", "You are a polite support agent. Answer in at most three sentences.",
-             "How do I reset my password?",
-             "Open Settings, choose Security, then click 'Reset password' and follow the e-mail "
-             "link. The link expires after one hour.",
-             "- Explains where the reset option is\n- Mentions the e-mail link", "good"),
-    DemoTask("support-bot", "You are a polite support agent. Answer in at most three sentences.",
-             "How do I reset my password?",
-             "Passwords are important. Many people forget them.",
-             "- Explains where the reset option is\n- Mentions the e-mail link", "bad"),
-    DemoTask("code-helper", "Always provide a Python code example.",
-             "How do I reverse a string?",
+    DemoTask("support-bot", SUPPORT, "How do I reset my password?",
+             "Open Settings > Security and click 'Reset password'. We e-mail you a link that is "
+             "valid for one hour.", "good"),
+    DemoTask("support-bot", SUPPORT, "How do I reset my password?",
+             "Passwords are important. Many people forget them.", "bad"),
+    DemoTask("code-helper", CODER, "How do I reverse a string in Python?",
              "Use slicing:\n\n```python\ndef reverse(s: str) -> str:\n    return s[::-1]\n```",
-             "- Includes a Python code block\n- Uses slicing", "good"),
+             "good"),
 )
 
-
-def _row(task: DemoTask, results: list[ScoreResult]) -> list[str]:
-    cells = [task.agent, f"{task.prompt} ({task.quality})"]
-    for result in results:
-        if result.error is not None:
-            cells.append(f"[red]error: {result.error.type}[/]")
-            continue
-        text = f"{result.score:g} {result.label}"
-        if isinstance(result.analysis, RubricAnalysis):
-            unmet = [c.id for c in result.analysis.criteria if not c.satisfied]
-            if unmet:
-                text += f"\nunmet: {', '.join(unmet)}"
-        cells.append(text)
-    latency = sum(r.judge.latency_s for r in results if r.judge is not None)
-    cells.append(f"{latency:.1f}s")
-    return cells
+RUBRICS = {
+    "support-bot": "- Tells the user where the reset option is\n- Mentions the e-mail link",
+    "code-helper": "- Includes a Python code block\n- Explains the approach",
+}
 
 
-def run_demo(console: Console | None = None) -> list[list[ScoreResult]]:
-    """Score the demo tasks and print a table; returns the results per task."""
+@dataclass
+class DemoReport:
+    """What the demo did: evaluation spans per run, decisions, where telemetry went."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    stats: dict[str, dict[str, int]] = field(default_factory=dict)
+    destinations: list[str] = field(default_factory=list)
+    spans_exported: int = 0
+    evaluation_spans: int = 0
+    events: int = 0
+    seconds: float = 0.0
+
+
+def _messages(role: str, text: str) -> str:
+    return json.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}])
+
+
+def _run_agent(provider: TracerProvider, task: DemoTask) -> int:
+    """One traced agent run; returns its span id."""
+    tracer = provider.get_tracer("acme.demo-agent")
+    with tracer.start_as_current_span(f"invoke_agent {task.agent}", attributes={
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": task.agent,
+        "gen_ai.system_instructions": json.dumps([{"type": "text", "content": task.system}]),
+        "gen_ai.input.messages": _messages("user", task.prompt),
+    }) as span:
+        with tracer.start_as_current_span("chat demo-llm", attributes={
+                "gen_ai.operation.name": "chat", "gen_ai.request.model": "demo-llm"}):
+            time.sleep(0.01)  # the "LLM call" of this deterministic agent
+        span.set_attribute("gen_ai.output.messages", _messages("assistant", task.answer))
+        return int(span.get_span_context().span_id)
+
+
+class _Exporters:
+    """OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set, else console exporters into a file."""
+
+    def __init__(self, telemetry_file: Path) -> None:
+        self.stream: IO[str] | None = None
+        self.spans: SpanExporter
+        self.metrics: MetricExporter
+        self.logs: LogRecordExporter
+        endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        if endpoint:
+            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+                OTLPMetricExporter,
+            )
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            self.spans, self.metrics, self.logs = (OTLPSpanExporter(), OTLPMetricExporter(),
+                                                   OTLPLogExporter())
+            self.destination = f"OTLP/HTTP at {endpoint}"
+        else:
+            self.stream = telemetry_file.open("w", encoding="utf-8")
+            self.spans = ConsoleSpanExporter(out=self.stream)
+            self.metrics = ConsoleMetricExporter(out=self.stream)
+            self.logs = ConsoleLogRecordExporter(out=self.stream)
+            self.destination = f"console exporters, written to {telemetry_file}"
+
+    def close(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
+
+
+def run_demo(console: Console | None = None, *, prometheus_port: int | None = None,
+             telemetry_file: Path = Path("otel-scorers-demo.jsonl"),
+             tasks: tuple[DemoTask, ...] = DEMO_TASKS) -> DemoReport:
+    """Trace the demo agent's runs, score them live, print what was scored and where it went."""
     console = console or Console()
-    judge = JudgeClient(timeout_s=120)
+    report = DemoReport()
+    judge = JudgeClient(timeout_s=180, total_timeout_s=400)
     if judge.model == DEFAULT_LOCAL_MODEL:
-        console.print("[yellow]Judge: the embedded SmolLM2-135M model (no API key needed). It is "
-                      "tiny: its verdicts are illustrative only. Set OTEL_SCORERS_JUDGE_MODEL "
-                      "(e.g. openai/gpt-5-mini) for real judgements.[/]")
+        console.print("[yellow]Judge: the embedded SmolLM2-135M model (no API key, no network). "
+                      "It is tiny: its verdicts are illustrative only. Set "
+                      "OTEL_SCORERS_JUDGE_MODEL (e.g. openai/gpt-5-mini) for real ones.[/]")
     else:
         console.print(f"Judge: {judge.model}")
-    scorers = [RubricScorer(judge), PromptAlignmentScorer(judge)]
-    table = Table(title="otel-scorers demo")
+    exporters = _Exporters(telemetry_file)
+    report.destinations.append(f"spans, events and metrics: {exporters.destination}")
+    resource = Resource.create({"service.name": "otel-scorers-demo"})
+    readers: list[MetricReader] = [
+        InMemoryMetricReader(),
+        PeriodicExportingMetricReader(exporters.metrics, export_interval_millis=3_600_000)]
+    if prometheus_port is not None:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from prometheus_client import start_http_server
+
+        start_http_server(prometheus_port, addr="127.0.0.1")
+        readers.append(PrometheusMetricReader())
+        report.destinations.append(
+            f"metrics: Prometheus scrape endpoint http://127.0.0.1:{prometheus_port}/metrics")
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    logger_provider = LoggerProvider(resource=resource)
+    logger_provider.add_log_record_processor(BatchLogRecordProcessor(exporters.logs))
+    events = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(events))
+    tracer_provider = TracerProvider(resource=resource)
+    scoring = ScoringSpanProcessor(
+        [RubricScorer(judge), PromptAlignmentScorer(judge)], rubrics=RUBRICS,
+        tracer_provider=tracer_provider, meter_provider=meter_provider,
+        logger_provider=logger_provider, concurrency=2, evaluation_timeout_s=600)
+    collected = InMemorySpanExporter()
+    tracer_provider.add_span_processor(scoring)
+    tracer_provider.add_span_processor(SimpleSpanProcessor(collected))
+    tracer_provider.add_span_processor(BatchSpanProcessor(exporters.spans))
+    started = time.monotonic()
+    try:
+        agent_spans = [(_run_agent(tracer_provider, task), task) for task in tasks]
+        _wait_with_progress(console, scoring, total=2 * len(tasks))
+        report.stats = scoring.stats()
+        report.seconds = time.monotonic() - started
+        finished = collected.get_finished_spans()
+        report.rows = [_row(task, span_id, finished) for span_id, task in agent_spans]
+        report.evaluation_spans = sum(1 for s in finished if s.name.startswith("gen_ai.eval"))
+        report.spans_exported = len(finished)
+        report.events = sum(1 for r in events.get_finished_logs()
+                            if r.log_record.event_name == "gen_ai.evaluation.result")
+    finally:
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
+        logger_provider.shutdown()
+        exporters.close()
+    _print(console, report)
+    return report
+
+
+def _wait_with_progress(console: Console, scoring: ScoringSpanProcessor, total: int) -> None:
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+               TextColumn("{task.completed}/{task.total} evaluations"), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        bar = progress.add_task("judging the demo agent's runs", total=total)
+        while True:
+            done = sum(sum(v for k, v in counts.items() if k != "selected")
+                       for counts in scoring.stats().values())
+            progress.update(bar, completed=done)
+            if done >= total or scoring.force_flush(250):
+                progress.update(bar, completed=total)
+                return
+
+
+def _row(task: DemoTask, span_id: int, spans: tuple[ReadableSpan, ...]) -> dict[str, Any]:
+    row: dict[str, Any] = {"agent": task.agent, "task": task.prompt, "quality": task.quality}
+    for span in spans:
+        if span.parent is None or span.parent.span_id != span_id:
+            continue
+        attrs = span.attributes or {}
+        scorer = attrs.get("gen_ai.evaluation.name")
+        if not isinstance(scorer, str):
+            continue
+        unmet = attrs.get("otel_scorers.criteria.unmet")
+        row[scorer] = {
+            "score": attrs.get("gen_ai.evaluation.score.value"),
+            "label": attrs.get("gen_ai.evaluation.score.label"),
+            "error": attrs.get("error.type"),
+            "unmet": [str(u) for u in unmet] if isinstance(unmet, tuple) else [],
+            "latency": attrs.get("otel_scorers.judge.latency_s"),
+        }
+    return row
+
+
+def _cell(result: dict[str, Any] | None) -> str:
+    if result is None:
+        return "[dim]not scored[/]"
+    if result["error"]:
+        return f"[red]error: {result['error']}[/]"
+    text = f"{result['score']:g} {result['label']}"
+    if result["unmet"]:
+        text += "\nunmet: " + ", ".join(result["unmet"])
+    return text
+
+
+def _print(console: Console, report: DemoReport) -> None:
+    table = Table(title="Live scores (read back from the evaluation spans)")
     for column in ("agent", "task", "rubric", "prompt alignment", "judge time"):
         table.add_column(column, overflow="fold")
-    all_results: list[list[ScoreResult]] = []
-    started = time.monotonic()
-    with console.status("judging...") as status:
-        for index, task in enumerate(DEMO_TASKS, start=1):
-            status.update(f"judging run {index}/{len(DEMO_TASKS)} ({task.agent})...")
-            run = ScorerRun.coerce({"input": task.prompt, "system": task.system,
-                                    "output": task.answer,
-                                    "requestContext": {"rubric": task.rubric}})
-            results = [scorer.run(run) for scorer in scorers]
-            all_results.append(results)
-            table.add_row(*_row(task, results))
+    for row in report.rows:
+        latency = sum(float(row[s]["latency"] or 0) for s in ("rubric", "prompt_alignment")
+                      if s in row)
+        table.add_row(row["agent"], f"{row['task']} ({row['quality']} answer)",
+                      _cell(row.get("rubric")), _cell(row.get("prompt_alignment")),
+                      f"{latency:.1f}s")
     console.print(table)
-    errors = sum(1 for results in all_results for r in results if r.error is not None)
-    console.print(f"Scored {len(DEMO_TASKS)} runs with 2 scorers in "
-                  f"{time.monotonic() - started:.1f}s; {errors} judge error(s).")
-    return all_results
+    console.print("Pipeline decisions:")
+    for scorer, counts in report.stats.items():
+        console.print(f"  {scorer}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+    console.print(f"{len(report.rows)} agent runs scored by 2 scorers in {report.seconds:.1f}s; "
+                  f"{report.evaluation_spans} evaluation spans and {report.events} "
+                  "gen_ai.evaluation.result events emitted.")
+    for destination in report.destinations:
+        console.print(f"Telemetry -> {destination}")

@@ -81,6 +81,8 @@ def result_attributes(result: ScoreResult, prefix: str,
         usage = result.judge
         put(n.ATTR_JUDGE_MODEL, usage.model)
         put(n.ATTR_JUDGE_CALLS, usage.calls)
+        put(n.ATTR_JUDGE_RETRIES, usage.retries)
+        put(n.ATTR_JUDGE_REASKS, usage.reasks)
         put(n.ATTR_JUDGE_INPUT_TOKENS, usage.prompt_tokens)
         put(n.ATTR_JUDGE_OUTPUT_TOKENS, usage.completion_tokens)
         put(n.ATTR_JUDGE_COST_USD, usage.cost_usd)

@@ -58,6 +58,8 @@ ATTR_MISSING_ELEMENTS: Final = "missing_elements"
 # Judge usage
 ATTR_JUDGE_MODEL: Final = "judge.model"
 ATTR_JUDGE_CALLS: Final = "judge.calls"
+ATTR_JUDGE_RETRIES: Final = "judge.retries"      # transient failures retried
+ATTR_JUDGE_REASKS: Final = "judge.reasks"        # corrective re-asks after a broken answer
 ATTR_JUDGE_INPUT_TOKENS: Final = "judge.input_tokens"
 ATTR_JUDGE_OUTPUT_TOKENS: Final = "judge.output_tokens"
 ATTR_JUDGE_COST_USD: Final = "judge.cost_usd"

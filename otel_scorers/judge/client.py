@@ -39,7 +39,7 @@ from otel_scorers.errors import (
     JudgeTimeoutError,
     JudgeTruncatedError,
 )
-from otel_scorers.judge.fence import Fence, truncate
+from otel_scorers.judge.fence import FENCE_RULES, Fence, truncate
 from otel_scorers.judge.redact import Redactor, RegexRedactor
 from otel_scorers.judge.retry import RetryPolicy, classify_exception
 
@@ -70,6 +70,8 @@ class JudgeUsage(BaseModel):
 
     model: str
     calls: int = 0
+    retries: int = 0
+    reasks: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
@@ -81,7 +83,8 @@ class JudgeUsage(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "model": self.model, "calls": self.calls, "promptTokens": self.prompt_tokens,
+            "model": self.model, "calls": self.calls, "retries": self.retries,
+            "reasks": self.reasks, "promptTokens": self.prompt_tokens,
             "completionTokens": self.completion_tokens, "costUsd": self.cost_usd,
             "latencySeconds": round(self.latency_s, 6),
         }
@@ -113,6 +116,8 @@ class _Meter:
     model: str
     started: float = field(default_factory=time.monotonic)
     calls: int = 0
+    retries: int = 0
+    reasks: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
@@ -125,7 +130,8 @@ class _Meter:
             self.cost_usd = (self.cost_usd or 0.0) + cost
 
     def freeze(self) -> JudgeUsage:
-        return JudgeUsage(model=self.model, calls=self.calls, prompt_tokens=self.prompt_tokens,
+        return JudgeUsage(model=self.model, calls=self.calls, retries=self.retries,
+                          reasks=self.reasks, prompt_tokens=self.prompt_tokens,
                           completion_tokens=self.completion_tokens, cost_usd=self.cost_usd,
                           latency_s=time.monotonic() - self.started)
 
@@ -250,6 +256,7 @@ class JudgeClient:
                                      content)
                 except (ValidationError, ValueError) as first:
                     logger.debug("judge answer invalid, re-asking once: %s", first)
+                    meter.reasks += 1
                     messages = [*messages, {"role": "assistant", "content": content},
                                 {"role": "user", "content": _correction(first)}]
                     content = await self._complete(litellm, messages, request, mode, meter,
@@ -269,7 +276,7 @@ class JudgeClient:
         """The chat messages for ``request``: trusted system text, fenced untrusted fields."""
         texts = [self._prepare(text) for _, text in request.fields]
         fence = Fence(texts)
-        system = f"{request.instructions.strip()}\n\n{fence.rules()}"
+        system = f"{request.instructions.strip()}\n\n{FENCE_RULES}"
         if mode in ("json_object", "prompt"):
             schema = json.dumps(answer_schema(request.answer_model), separators=(",", ":"))
             system += ("\n\nAnswer with one JSON object and nothing else. It must match this "
@@ -278,7 +285,7 @@ class JudgeClient:
             system += "\n\nAnswer with the JSON object the response format defines."
         body = "\n\n".join(fence.wrap(name, text)
                            for (name, _), text in zip(request.fields, texts, strict=True))
-        user = f"{body}\n\n{request.task.strip()}".strip()
+        user = f"{fence.declaration()}\n\n{body}\n\n{request.task.strip()}".strip()
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def _prepare(self, text: str) -> str:
@@ -344,6 +351,7 @@ class JudgeClient:
                 logger.debug("judge attempt %d failed (%s); retrying in %.2fs", attempt + 1,
                              error.error_type, delay)
                 attempt += 1
+                meter.retries += 1
                 await asyncio.sleep(delay)
                 continue
             meter.add(response, _cost(litellm, response))
@@ -371,7 +379,12 @@ def _cost(litellm: ModuleType, response: Any) -> float | None:
 
 
 def parse_answer(content: str, model: type[T]) -> T:
-    """Parse the judge's JSON into ``model``: the object itself, in a code fence, or in prose."""
+    """Parse the judge's JSON into ``model``: the object itself, in a code fence, or in prose.
+
+    JSON syntax is read tolerantly (raw control characters inside strings, which grammar-
+    constrained local models emit, and text around the object); the content is then validated
+    strictly against the schema.
+    """
     text = content.strip()
     if not text:
         raise ValueError("the judge answered with no content")
@@ -381,10 +394,24 @@ def parse_answer(content: str, model: type[T]) -> T:
     try:
         return model.model_validate_json(text)
     except ValidationError as exc:
-        start, end = text.find("{"), text.rfind("}")
-        if not _is_json_error(exc) or start < 0 or end <= start:
+        if not _is_json_error(exc):
             raise
-        return model.model_validate_json(text[start:end + 1])
+        loaded = _tolerant_json(text)
+        if loaded is None:
+            raise
+        return model.model_validate_json(json.dumps(loaded))
+
+
+def _tolerant_json(text: str) -> Any:
+    start, end = text.find("{"), text.rfind("}")
+    for candidate in (text, text[start:end + 1] if 0 <= start < end else None):
+        if candidate is None:
+            continue
+        try:
+            return json.loads(candidate, strict=False)
+        except (ValueError, RecursionError):
+            continue
+    return None
 
 
 def _is_json_error(exc: ValidationError) -> bool:

