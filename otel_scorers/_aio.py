@@ -14,7 +14,8 @@ import contextlib
 import os
 import sys
 import threading
-from collections.abc import Coroutine
+import weakref
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -49,6 +50,18 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
+_exit_hooks: list[weakref.WeakMethod[Callable[[], Any]]] = []
+
+
+def before_exit(method: Callable[[], Any]) -> None:
+    """Run the bound ``method`` (a processor's ``shutdown``) at exit, before the loop stops.
+
+    atexit runs handlers last-registered first, so the loop's own handler can run before the
+    OTel SDK shuts its providers down; processors registered here drain in time either way.
+    """
+    _exit_hooks.append(weakref.WeakMethod(method))
+
+
 def _close_at_exit() -> None:
     """Close litellm's async HTTP clients and stop the loop before the interpreter finalizes.
 
@@ -56,6 +69,11 @@ def _close_at_exit() -> None:
     was frozen (possibly holding the import lock), and their ``__del__`` (which imports) hangs
     the exit.
     """
+    for ref in _exit_hooks:
+        hook = ref()
+        if hook is not None:
+            with contextlib.suppress(Exception):
+                hook()
     loop, thread = _loop, _thread
     if loop is None or thread is None or not thread.is_alive():
         return

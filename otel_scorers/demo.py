@@ -259,7 +259,7 @@ def _cell(result: dict[str, Any] | None) -> str:
 
 def _print(console: Console, report: DemoReport) -> None:
     table = Table(title="Live scores (read back from the evaluation spans)")
-    for column in ("agent", "task", "rubric", "prompt alignment", "judge time"):
+    for column in ("agent", "task", "rubric", "prompt alignment", "judge latency*"):
         table.add_column(column, overflow="fold")
     for row in report.rows:
         latency = sum(float(row[s]["latency"] or 0) for s in ("rubric", "prompt_alignment")
@@ -268,6 +268,8 @@ def _print(console: Console, report: DemoReport) -> None:
                       _cell(row.get("rubric")), _cell(row.get("prompt_alignment")),
                       f"{latency:.1f}s")
     console.print(table)
+    console.print("[dim]* both scorers, as the evaluations saw it: waiting for the single local "
+                  "model included[/]")
     console.print("Pipeline decisions:")
     for scorer, counts in report.stats.items():
         console.print(f"  {scorer}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))

@@ -353,3 +353,26 @@ def _make_handler(server: ScriptedJudgeServer) -> type[BaseHTTPRequestHandler]:
                 return
 
     return Handler
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m otel_scorers.testing``: serve a scripted judge until interrupted.
+
+    Answers every rubric and prompt-alignment request (``judge_responder``) after ``--delay``
+    seconds; handy as a stand-in judge for integration tests and benchmarks in another process.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m otel_scorers.testing")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument("--satisfied", choices=("true", "false"), default="true")
+    args = parser.parse_args(argv)
+    responder = judge_responder(satisfied=args.satisfied == "true", delay_s=args.delay)
+    with ScriptedJudgeServer(responder) as server:
+        print(server.url, flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

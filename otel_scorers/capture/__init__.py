@@ -63,8 +63,9 @@ class Captured:
     detail: str = ""
 
 
-def agent_name(span: ReadableSpan, mapping: CaptureMapping | None = None) -> str | None:
-    attrs = span.attributes or {}
+def agent_name(span: ReadableSpan, mapping: CaptureMapping | None = None, *,
+               attributes: Mapping[str, Any] | None = None) -> str | None:
+    attrs = attributes if attributes is not None else (span.attributes or {})
     keys = ((mapping.agent,) if mapping and mapping.agent else ()) + AGENT_NAME_KEYS
     for key in keys:
         value = attrs.get(key)

@@ -15,7 +15,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -25,6 +27,9 @@ from otel_scorers.emit.names import Reason
 __all__ = ["TraceBuffer"]
 
 _SPAN_OVERHEAD = 512
+_CONTENT = frozenset(CONTENT_KEYS)
+#: Seconds a trace stays buffered after its (unselected) root span ended.
+ROOT_GRACE_S = 30.0
 
 
 @dataclass
@@ -33,6 +38,7 @@ class _Trace:
     spans: list[ReadableSpan] = field(default_factory=list)
     parents: dict[int, int | None] = field(default_factory=dict)
     size: int = 0
+    closed: bool = False
 
 
 def _content_size(span: ReadableSpan) -> int:
@@ -50,7 +56,7 @@ class TraceBuffer:
     """Content spans and parent links per trace, bounded in traces, spans, bytes and age."""
 
     def __init__(self, *, max_traces: int = 2_000, max_spans_per_trace: int = 64,
-                 max_bytes: int = 64 * 1024 * 1024, max_age_s: float = 300.0) -> None:
+                 max_bytes: int = 32 * 1024 * 1024, max_age_s: float = 120.0) -> None:
         self.max_traces = max_traces
         self.max_spans_per_trace = max_spans_per_trace
         self.max_bytes = max_bytes
@@ -63,22 +69,25 @@ class TraceBuffer:
     def __len__(self) -> int:
         return len(self._traces)
 
+    def __contains__(self, trace_id: int) -> bool:
+        return trace_id in self._traces
+
     @property
     def bytes(self) -> int:
         return self._bytes
 
-    def observe(self, span: ReadableSpan) -> None:
-        """Record ``span`` if it carries LLM content or belongs to a trace already buffered.
+    def observe(self, span: ReadableSpan, attrs: Mapping[str, Any] | None,
+                *, keep_content: bool = True) -> None:
+        """Record ``span``'s content (when it has some) and its parent link (when its trace is
+        buffered). Selected runs pass ``keep_content=False``: their own content is read directly.
 
-        Called on the hot path for spans that were not selected: a few dict lookups unless the
-        span has content.
+        Called on the hot path for every span: a few dict lookups unless the span has content.
         """
         context = span.context
         if context is None:
             return
-        attrs = span.attributes or {}
-        has_content = any(key in attrs for key in CONTENT_KEYS)
         trace_id = context.trace_id
+        has_content = keep_content and attrs is not None and not _CONTENT.isdisjoint(attrs)
         if not has_content and trace_id not in self._traces:
             return
         parent = span.parent.span_id if span.parent is not None else None
@@ -90,6 +99,12 @@ class TraceBuffer:
                 entry = self._traces[trace_id] = _Trace(created=time.monotonic())
             if len(entry.parents) < self.max_spans_per_trace * 8:
                 entry.parents[context.span_id] = parent
+            if parent is None and keep_content:
+                # the trace's root ended and was not itself selected: every agent run of the
+                # trace has been queued; keep the entry only a little longer for their workers
+                entry.created = min(entry.created, time.monotonic() - self.max_age_s
+                                    + ROOT_GRACE_S)
+                entry.closed = True
             if not has_content:
                 return
             if len(entry.spans) >= self.max_spans_per_trace:
@@ -124,17 +139,19 @@ class TraceBuffer:
                 self._bytes -= entry.size
 
     def sweep(self, now: float | None = None) -> int:
-        """Drop entries older than ``max_age_s``; returns how many were dropped."""
+        """Remove entries past their age; returns how many content spans expired unused.
+
+        Traces whose root ended are cleaned up silently; a trace still open after
+        ``max_age_s`` counts its content spans as dropped (``expired``).
+        """
         cutoff = (now if now is not None else time.monotonic()) - self.max_age_s
         expired = 0
         with self._lock:
-            while self._traces:
-                trace_id, entry = next(iter(self._traces.items()))
-                if entry.created > cutoff:
-                    break
-                del self._traces[trace_id]
+            for trace_id in [k for k, e in self._traces.items() if e.created <= cutoff]:
+                entry = self._traces.pop(trace_id)
                 self._bytes -= entry.size
-                expired += len(entry.spans)
+                if not entry.closed:
+                    expired += len(entry.spans)
         if expired:
             self.dropped[Reason.EXPIRED] += expired
         return expired

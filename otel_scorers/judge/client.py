@@ -371,10 +371,18 @@ def _content_of(response: Any) -> str:
 
 
 def _cost(litellm: ModuleType, response: Any) -> float | None:
-    try:
-        cost = litellm.completion_cost(completion_response=response)
-    except Exception:  # models absent from litellm's price table have no cost
-        return None
+    """The call's cost from litellm's price table (``None`` for unpriced models).
+
+    litellm already prices every response while logging it (``response_cost``); computing it
+    again would double a noticeable share of the per-call CPU.
+    """
+    hidden = getattr(response, "_hidden_params", None) or {}
+    cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+    if cost is None and "response_cost" not in hidden:
+        try:
+            cost = litellm.completion_cost(completion_response=response)
+        except Exception:  # models absent from litellm's price table have no cost
+            return None
     return float(cost) if cost else None
 
 

@@ -26,21 +26,36 @@ class DecisionKey(NamedTuple):
 
 
 class DecisionCounts:
-    """Thread-safe monotonic counters keyed by :class:`DecisionKey`."""
+    """Thread-safe monotonic counters keyed by (scorer, decision, reason, error type).
+
+    Keys are plain tuples on the hot path (a NamedTuple costs a microsecond to build and hash);
+    :meth:`snapshot` returns them as :class:`DecisionKey`.
+    """
 
     def __init__(self) -> None:
-        self._counts: dict[DecisionKey, int] = {}
+        self._counts: dict[tuple[str, str, str | None, str | None], int] = {}
         self._lock = threading.Lock()
 
     def add(self, scorer: str, decision: str, reason: str | None = None,
             error_type: str | None = None, amount: int = 1) -> None:
-        key = DecisionKey(scorer, decision, reason, error_type)
+        key = (scorer, decision, reason, error_type)
         with self._lock:
             self._counts[key] = self._counts.get(key, 0) + amount
 
+    def select(self, scorers: tuple[str, ...], decisions: list[tuple[str, str]]) -> None:
+        """Count one selected run for ``scorers`` plus its immediate decisions, in one lock."""
+        with self._lock:
+            counts = self._counts
+            for scorer in scorers:
+                key = (scorer, "selected", None, None)
+                counts[key] = counts.get(key, 0) + 1
+            for scorer, decision in decisions:
+                key = (scorer, decision, None, None)
+                counts[key] = counts.get(key, 0) + 1
+
     def snapshot(self) -> dict[DecisionKey, int]:
         with self._lock:
-            return dict(self._counts)
+            return {DecisionKey(*key): value for key, value in self._counts.items()}
 
     def totals(self, scorer: str | None = None) -> dict[str, int]:
         """Counts per decision (summed over reasons and error types), optionally per scorer."""

@@ -32,6 +32,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import TracerProvider
 from pydantic import BaseModel
 
+from otel_scorers import _aio
 from otel_scorers.capture import (
     Captured,
     CaptureMapping,
@@ -72,6 +73,7 @@ __all__ = ["ScorerSpec", "ScoringSpanProcessor"]
 logger = logging.getLogger(__name__)
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_NONE: frozenset[str] = frozenset()
 ContentMode = Literal["full", "truncate", "none"]
 
 
@@ -192,12 +194,14 @@ class ScoringSpanProcessor(SpanProcessor):
         self._worker: Worker[_Job] = Worker(self._evaluate, queue_size=settings.queue_size,
                                             concurrency=settings.concurrency,
                                             periodic=self._periodic)
+        self._names = tuple(slot.name for slot in self._slots)
         self._shutdown = False
         self._shutdown_lock = threading.Lock()
         self._errors_logged: set[str] = set()
         if hasattr(os, "register_at_fork"):
             ref = weakref.ref(self)
             os.register_at_fork(after_in_child=lambda: _after_fork(ref))
+        _aio.before_exit(self.shutdown)
 
     @staticmethod
     def _build_slots(scorers: Sequence[Scorer | ScorerSpec], default: Sampling
@@ -247,22 +251,39 @@ class ScoringSpanProcessor(SpanProcessor):
             if enriched is not None:
                 enriched.forward(span)
             return
-        if self._buffer is not None:
-            self._buffer.observe(span)
-        if self._shutdown or not self._selector.matches(span):
+        # Read only the attributes selection and capture look at: one C-level set operation
+        # finds them (each lookup through the SDK's mapping view runs Python code).
+        raw = span.attributes
+        buffer = self._buffer
+        selector = self._selector
+        present = selector.keys.intersection(raw) if raw else _NONE
+        if not present and selector.keys_only:
+            if buffer is not None and span.context is not None \
+                    and span.context.trace_id in buffer:
+                buffer.observe(span, None, keep_content=False)
             if enriched is not None:
                 enriched.forward(span)
             return
-        counts = self.counts
+        attrs: dict[str, Any] = {key: raw[key] for key in present} if raw else {}
+        selected = not self._shutdown and selector.matches(span, attrs)
+        if buffer is not None:
+            buffer.observe(span, attrs, keep_content=not selected)
+        if not selected:
+            if enriched is not None:
+                enriched.forward(span)
+            return
         chosen: list[_Slot] = []
+        decisions: list[tuple[str, str]] = []
         for slot in self._slots:
-            counts.add(slot.name, Decision.SELECTED)
-            if not slot.sampler.sampled(span):
-                counts.add(slot.name, Decision.SAMPLED_OUT)
-            elif slot.sampler.limiter is not None and not slot.sampler.limiter.allow():
-                counts.add(slot.name, Decision.RATE_LIMITED)
+            sampler = slot.sampler
+            if not sampler.sampled(span):
+                decisions.append((slot.name, Decision.SAMPLED_OUT))
+            elif sampler.limiter is not None and not sampler.limiter.allow():
+                decisions.append((slot.name, Decision.RATE_LIMITED))
             else:
                 chosen.append(slot)
+        counts = self.counts
+        counts.select(self._names, decisions)
         if not chosen:
             if enriched is not None:
                 enriched.forward(span)

@@ -19,11 +19,14 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_scorers.capture import agent_name
+from otel_scorers.capture.conventions import AGENT_NAME_KEYS, CONTENT_KEYS
 from otel_scorers.errors import ConfigError
 
 __all__ = ["Selection", "Selector"]
 
 _LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+_CONVENTION_KEYS = ("gen_ai.operation.name", "openinference.span.kind", "traceloop.span.kind",
+                    "mastra.span.type", "llm.request.type")
 _PRIMITIVES = (str, bool, int, float)
 
 
@@ -86,10 +89,20 @@ class Selector:
         if not (selection.agent_conventions or selection.include_llm_spans or self._names
                 or self._attributes or selection.predicate):
             raise ConfigError("selection matches nothing: enable a convention or give a rule")
+        #: Attribute keys every rule looks at (plus capture's content keys): a span with none
+        #: of them can only be selected by a name pattern or a predicate.
+        self.keys = frozenset({*_CONVENTION_KEYS, *CONTENT_KEYS, *selection.attributes,
+                               *(AGENT_NAME_KEYS if self._agents else ())})
+        self.keys_only = self._names is None and selection.predicate is None
 
-    def matches(self, span: ReadableSpan) -> bool:
-        """True when ``span`` is a run to score. A failing predicate is an error for the caller."""
-        attrs: Mapping[str, Any] = span.attributes or {}
+    def matches(self, span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> bool:
+        """True when ``span`` is a run to score. A failing predicate is an error for the caller.
+
+        ``attrs`` is ``span.attributes`` when the caller already has it (each access of the SDK
+        property builds a new view).
+        """
+        if attrs is None:
+            attrs = span.attributes or {}
         selection = self.selection
         chosen = (
             (selection.agent_conventions and is_agent_run(attrs))
@@ -100,7 +113,7 @@ class Selector:
         )
         if not chosen:
             return False
-        return not self._agents or agent_name(span) in self._agents
+        return not self._agents or agent_name(span, attributes=attrs) in self._agents
 
     def _attributes_hold(self, attrs: Mapping[str, Any]) -> bool:
         for key, expected, membership in self._attributes:

@@ -1,8 +1,10 @@
-"""A bounded queue drained by coroutines on a background event loop, with bounded concurrency.
+"""A bounded queue drained by coroutines on the library's background event loop.
 
 ``submit`` is the hot path: a length check and a deque append, plus a thread-safe wake-up only
-when the loop is asleep. Judge calls are I/O-bound, so one event loop thread with ``concurrency``
-coroutines in flight reaches C / L evaluations per second without a thread per call.
+when the pump is idle (never while it waits for a free concurrency slot). Judge calls are
+I/O-bound, so ``concurrency`` coroutines on one event loop reach C / L evaluations per second
+without a thread per call. The pump runs on the same loop as the judge calls
+(:mod:`otel_scorers._aio`), so an evaluation never hops between threads.
 """
 
 from __future__ import annotations
@@ -14,7 +16,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Generic, TypeVar
+
+from otel_scorers import _aio
 
 __all__ = ["Worker"]
 
@@ -24,15 +30,14 @@ T = TypeVar("T")
 
 
 class Worker(Generic[T]):
-    """Runs ``handle(item)`` for queued items on a daemon thread's event loop."""
+    """Runs ``handle(item)`` for queued items, at most ``concurrency`` at a time."""
 
     def __init__(self, handle: Callable[[T], Awaitable[None]], *, queue_size: int,
-                 concurrency: int, name: str = "otel-scorers-worker",
-                 periodic: Callable[[], None] | None = None, period_s: float = 0.25) -> None:
+                 concurrency: int, periodic: Callable[[], None] | None = None,
+                 period_s: float = 0.25) -> None:
         self._handle = handle
         self._max = queue_size
         self._concurrency = concurrency
-        self._name = name
         self._periodic = periodic
         self._period_s = period_s
         self._reset()
@@ -44,14 +49,13 @@ class Worker(Generic[T]):
         self._stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
-        self._thread: threading.Thread | None = None
+        self._pump: Future[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._start_lock = threading.Lock()
         self._idle = threading.Condition()
-        self._ready = threading.Event()
 
     def reset_after_fork(self) -> None:
-        """In a forked child: forget the parent's thread, loop and queue; start afresh lazily."""
+        """In a forked child: forget the parent's pump and queue; start afresh lazily."""
         self._reset()
 
     # -- producer side (any thread) --------------------------------------------------------
@@ -68,7 +72,7 @@ class Worker(Generic[T]):
         if self._stopping or len(self._queue) >= self._max:
             return False
         self._queue.append(item)
-        if self._thread is None:
+        if self._pump is None:
             self._start()
         elif self._sleeping:
             self._wakeup()
@@ -78,57 +82,47 @@ class Worker(Generic[T]):
         self._sleeping = False
         loop, wake = self._loop, self._wake
         if loop is not None and wake is not None:
-            with contextlib.suppress(RuntimeError):  # loop closed during shutdown
+            with contextlib.suppress(RuntimeError):  # loop closed during interpreter exit
                 loop.call_soon_threadsafe(wake.set)
 
     def _start(self) -> None:
         with self._start_lock:
-            if self._thread is not None:
-                return
-            thread = threading.Thread(target=self._main, name=self._name, daemon=True)
-            self._thread = thread
-            thread.start()
-        self._ready.wait(5.0)
+            if self._pump is None:
+                self._pump = _aio.submit(self._run())
 
-    # -- the loop ---------------------------------------------------------------------------
-    def _main(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        asyncio.set_event_loop(loop)
+    # -- the pump ---------------------------------------------------------------------------
+    async def _run(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        last_periodic = time.monotonic()
         try:
-            loop.run_until_complete(self._run())
+            while True:
+                while self._queue and self._inflight < self._concurrency:
+                    item = self._queue.popleft()
+                    self._inflight += 1
+                    task = self._loop.create_task(self._one(item))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+                if self._stopping and not self._queue and self._inflight == 0:
+                    return
+                self._wake.clear()
+                if self._inflight < self._concurrency:
+                    # Idle: producers wake us. (At full concurrency only a finishing evaluation
+                    # does, so a busy pump never ping-pongs with the application's threads.)
+                    self._sleeping = True
+                    if self._queue:
+                        self._sleeping = False
+                        continue
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=self._period_s)
+                self._sleeping = False
+                now = time.monotonic()
+                if self._periodic is not None and now - last_periodic >= self._period_s:
+                    last_periodic = now
+                    self._run_periodic()
         finally:
-            with contextlib.suppress(Exception):
-                loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
             with self._idle:
                 self._idle.notify_all()
-
-    async def _run(self) -> None:
-        self._wake = asyncio.Event()
-        self._ready.set()
-        last_periodic = time.monotonic()
-        while True:
-            while self._queue and self._inflight < self._concurrency:
-                item = self._queue.popleft()
-                self._inflight += 1
-                task = asyncio.get_running_loop().create_task(self._one(item))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-            if self._stopping and not self._queue and self._inflight == 0:
-                return
-            self._wake.clear()
-            self._sleeping = True
-            if self._queue and self._inflight < self._concurrency:
-                self._sleeping = False
-                continue
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self._period_s)
-            self._sleeping = False
-            now = time.monotonic()
-            if self._periodic is not None and now - last_periodic >= self._period_s:
-                last_periodic = now
-                self._run_periodic()
 
     def _run_periodic(self) -> None:
         try:
@@ -155,13 +149,15 @@ class Worker(Generic[T]):
     def flush(self, timeout_s: float) -> bool:
         """Wait until nothing is queued or in flight; ``False`` if the deadline passed first."""
         deadline = time.monotonic() + timeout_s
-        if self._thread is None:
+        if self._pump is None:
             return not self._queue
+        if _aio.in_loop():
+            raise RuntimeError("force_flush() called from the otel-scorers event loop")
         self._wakeup()
         with self._idle:
             while self._queue or self._inflight:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or not self._thread.is_alive():
+                if remaining <= 0 or self._pump.done():
                     return False
                 self._idle.wait(min(remaining, 0.1))
         return True
@@ -169,22 +165,35 @@ class Worker(Generic[T]):
     def stop(self, timeout_s: float) -> list[T]:
         """Drain within ``timeout_s``, then cancel what is left; returns the unstarted items."""
         self._stopping = True
-        thread = self._thread
-        if thread is None:
-            left = list(self._queue)
-            self._queue.clear()
-            return left
+        pump = self._pump
+        if pump is None:
+            return self._abandon()
         self._wakeup()
-        thread.join(timeout_s)
-        if thread.is_alive():
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                try:
+                    pump.result(timeout=min(0.1, max(0.0, deadline - time.monotonic())))
+                    return []
+                except FutureTimeout:
+                    # the loop stops at interpreter exit (possibly before us): do not wait on it
+                    if time.monotonic() >= deadline or not self._loop_running():
+                        raise
+        except FutureTimeout:
             left = self._abandon()
             loop = self._loop
-            if loop is not None:
+            if loop is not None and loop.is_running():
                 with contextlib.suppress(RuntimeError):
                     loop.call_soon_threadsafe(self._cancel_all)
-            thread.join(2.0)
+                with contextlib.suppress(Exception):
+                    pump.result(timeout=2.0)
             return left
-        return []
+        except Exception:  # the pump died: whatever is queued will never run
+            logger.exception("otel-scorers worker stopped with an error")
+            return self._abandon()
+
+    def _loop_running(self) -> bool:
+        return self._loop is not None and self._loop.is_running()
 
     def _abandon(self) -> list[T]:
         left: list[T] = []

@@ -161,6 +161,10 @@ def llm(trace_id: int, parent: int, prompt: str, answer: str, start: int, end: i
         name="chat", trace_id=trace_id, parent=parent, start=start, end=end)
 
 
+def observe(buffer: TraceBuffer, item: ReadableSpan) -> None:
+    buffer.observe(item, item.attributes)
+
+
 def test_assembly_takes_first_input_and_last_output() -> None:
     buffer = TraceBuffer()
     agent_id = 10_000_001
@@ -169,7 +173,7 @@ def test_assembly_takes_first_input_and_last_output() -> None:
     second = llm(7, chain.context.span_id, "User question + tool result", "Final answer", 3, 4)
     other = llm(7, 999, "unrelated", "unrelated", 5, 6)
     for item in (first, second, other, chain):
-        buffer.observe(item)
+        observe(buffer, item)
     agent = ReadableSpan(name="agent", context=SpanContext(7, agent_id, False, TraceFlags(1)),
                          attributes={"openinference.span.kind": "AGENT"}, start_time=0,
                          end_time=10, resource=RESOURCE)
@@ -185,21 +189,37 @@ def test_assembly_takes_first_input_and_last_output() -> None:
 def test_buffer_bounds_are_counted() -> None:
     buffer = TraceBuffer(max_traces=2, max_spans_per_trace=2, max_bytes=20_000, max_age_s=60)
     for trace_id in (1, 2, 3):  # third trace evicts the first
-        buffer.observe(llm(trace_id, 1, "q", "a", 0, 1))
+        observe(buffer, llm(trace_id, 1, "q", "a", 0, 1))
     assert len(buffer) == 2 and buffer.dropped["trace_limit"] == 1
     for _ in range(3):  # trace 3 already has one span: one more fits, then the limit
-        buffer.observe(llm(3, 1, "q", "a", 0, 1))
+        observe(buffer, llm(3, 1, "q", "a", 0, 1))
     assert buffer.dropped["span_limit"] == 2
-    buffer.observe(llm(2, 1, "x" * 30_000, "a", 0, 1))
+    observe(buffer, llm(2, 1, "x" * 30_000, "a", 0, 1))
     assert buffer.dropped["byte_limit"] == 1
     assert buffer.bytes <= 20_000
     assert buffer.sweep(now=time.monotonic() + 61) == 3  # trace 2 (1 span) + trace 3 (2)
     assert len(buffer) == 0 and buffer.bytes == 0 and buffer.dropped["expired"] == 3
 
 
+def test_trace_closed_by_its_root_is_cleaned_up_without_counting_a_drop() -> None:
+    buffer = TraceBuffer(max_age_s=60)
+    observe(buffer, llm(9, 1, "q", "a", 0, 1))
+    observe(buffer, span({}, trace_id=9))  # the root (no parent) ends: the trace is complete
+    assert len(buffer) == 1
+    assert buffer.sweep(now=time.monotonic() + 31) == 0  # root grace (30 s) passed
+    assert len(buffer) == 0 and buffer.dropped["expired"] == 0
+
+
+def test_selected_spans_content_is_not_buffered() -> None:
+    buffer = TraceBuffer()
+    agent = llm(11, 1, "q", "a", 0, 1)
+    buffer.observe(agent, agent.attributes, keep_content=False)
+    assert len(buffer) == 0
+
+
 def test_spans_without_content_are_not_buffered() -> None:
     buffer = TraceBuffer()
-    buffer.observe(span({"http.method": "GET"}, trace_id=5))
+    observe(buffer, span({"http.method": "GET"}, trace_id=5))
     assert len(buffer) == 0
 
 

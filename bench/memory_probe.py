@@ -1,0 +1,50 @@
+"""Peak RSS of a process that ends many selected spans (run by bench/run.py in a subprocess).
+
+    python bench/memory_probe.py MODE JUDGE_URL SPANS
+
+MODE: ``baseline`` (plain SDK pipeline), ``hung_judge`` (the scoring processor, its judge never
+answers), ``hung_judge_enriched`` (the same, owning the exporter: spans are held for scores).
+Prints the peak resident set size in MB on its last line.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from workloads import (  # noqa: E402
+    NoOpExporter,
+    agent_iteration,
+    plain_provider,
+    scoring_provider,
+)
+
+
+def main() -> None:
+    mode, url, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    if mode == "baseline":
+        cfg = plain_provider()
+    else:
+        cfg = scoring_provider(url, ratio=1.0, collect=False, exporter=NoOpExporter()
+                               if mode == "hung_judge_enriched" else None)
+    run = agent_iteration(cfg.tracer, distinct=True)
+    for _ in range(count):
+        run()
+    if cfg.processor is not None:
+        stats = cfg.processor.stats()["rubric"]
+        print(f"selected={stats.get('selected')} dropped={stats.get('dropped')}",
+              file=sys.stderr)
+        cfg.processor.shutdown()
+    cfg.provider.shutdown()
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    sys.stdout.flush()
+    os._exit(0)  # the hung judge calls were cancelled; do not wait on anything else
+
+
+if __name__ == "__main__":
+    main()
