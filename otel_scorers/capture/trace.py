@@ -24,10 +24,11 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_scorers.capture.conventions import CONTENT_KEYS
 from otel_scorers.emit.names import Reason
 
-__all__ = ["TraceBuffer"]
+__all__ = ["CONTENT_KEY_SET", "TraceBuffer"]
 
 _SPAN_OVERHEAD = 512
-_CONTENT = frozenset(CONTENT_KEYS)
+CONTENT_KEY_SET = frozenset(CONTENT_KEYS)
+_CONTENT = CONTENT_KEY_SET
 #: Seconds a trace stays buffered after its (unselected) root span ended.
 ROOT_GRACE_S = 30.0
 
@@ -62,6 +63,8 @@ class TraceBuffer:
         self.max_bytes = max_bytes
         self.max_age_s = max_age_s
         self._traces: OrderedDict[int, _Trace] = OrderedDict()
+        #: Read-only view of the buffered trace ids (membership tests on the hot path).
+        self.traces: Mapping[int, Any] = self._traces
         self._bytes = 0
         self._lock = threading.Lock()
         self.dropped: Counter[str] = Counter()

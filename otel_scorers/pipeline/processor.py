@@ -41,7 +41,7 @@ from otel_scorers.capture import (
     agent_name,
     capture_span,
 )
-from otel_scorers.capture.trace import TraceBuffer
+from otel_scorers.capture.trace import CONTENT_KEY_SET, TraceBuffer
 from otel_scorers.config import (
     JudgeSettings,
     SamplingSettings,
@@ -73,7 +73,21 @@ __all__ = ["ScorerSpec", "ScoringSpanProcessor"]
 logger = logging.getLogger(__name__)
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
-_NONE: frozenset[str] = frozenset()
+
+
+def attribute_dict(span: ReadableSpan) -> Mapping[str, Any]:
+    """The span's attributes as a plain dict, for the hot path. Never mutate the result.
+
+    ``span.attributes`` is a read-only view over the SDK's ``BoundedAttributes``, whose every
+    lookup and iteration runs Python code (and takes a lock): about a microsecond per span for
+    the few checks ``on_end`` makes. An ended span's attributes no longer change, so the dict
+    inside is read directly when the SDK has one; any other span type gets a copy of the view.
+    """
+    inner = getattr(getattr(span, "_attributes", None), "_dict", None)
+    if type(inner) is dict:
+        return inner
+    raw = span.attributes
+    return dict(raw) if raw else {}
 ContentMode = Literal["full", "truncate", "none"]
 
 
@@ -237,36 +251,36 @@ class ScoringSpanProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
-            self._on_end(span)
+            attrs = attribute_dict(span)
+            selector = self._selector
+            if selector.keys_only and selector.keys.isdisjoint(attrs):
+                # The common case: none of the attributes selection or capture looks at (this
+                # library's own spans always have some, so they never take this path).
+                buffer = self._buffer
+                if buffer is not None and buffer.traces:
+                    context = span.context
+                    if context is not None and context.trace_id in buffer.traces:
+                        buffer.observe(span, None, keep_content=False)
+                if self._enriched is not None:
+                    self._enriched.forward(span)
+                return
+            self._on_end(span, attrs)
         except Exception:
             self._log_once("on_end", "otel-scorers could not process a span; it was passed on "
                                      "unscored")
             if self._enriched is not None:
                 self._enriched.forward(span)
 
-    def _on_end(self, span: ReadableSpan) -> None:
+    def _on_end(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
         enriched = self._enriched
         scope = span.instrumentation_scope
         if scope is not None and scope.name == n.SCOPE_NAME:
             if enriched is not None:
                 enriched.forward(span)
             return
-        # Read only the attributes selection and capture look at: one C-level set operation
-        # finds them (each lookup through the SDK's mapping view runs Python code).
-        raw = span.attributes
         buffer = self._buffer
-        selector = self._selector
-        present = selector.keys.intersection(raw) if raw else _NONE
-        if not present and selector.keys_only:
-            if buffer is not None and span.context is not None \
-                    and span.context.trace_id in buffer:
-                buffer.observe(span, None, keep_content=False)
-            if enriched is not None:
-                enriched.forward(span)
-            return
-        attrs: dict[str, Any] = {key: raw[key] for key in present} if raw else {}
-        selected = not self._shutdown and selector.matches(span, attrs)
-        if buffer is not None:
+        selected = not self._shutdown and self._selector.matches(span, attrs)
+        if buffer is not None and (buffer.traces or not CONTENT_KEY_SET.isdisjoint(attrs)):
             buffer.observe(span, attrs, keep_content=not selected)
         if not selected:
             if enriched is not None:
