@@ -312,6 +312,9 @@ def _completion_body(answer: Answer, request: RecordedRequest) -> bytes:
 def _make_handler(server: ScriptedJudgeServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # headers and body are separate writes: without TCP_NODELAY, Nagle's algorithm and the
+        # client's delayed ACK add ~40 ms to every answer
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:
             return
