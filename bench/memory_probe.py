@@ -2,22 +2,23 @@
 
     python bench/memory_probe.py MODE JUDGE_URL SPANS
 
-MODE: ``baseline`` (plain SDK pipeline), ``hung_judge`` (the scoring processor, its judge never
-answers), ``hung_judge_enriched`` (the same, owning the exporter: spans are held for scores).
-Prints the peak resident set size in MB on its last line.
+MODE: ``baseline`` (plain SDK pipeline, with litellm imported as the scoring process has it),
+``hung_judge`` (the scoring processor, its judge never answers), ``hung_judge_enriched`` (the
+same, owning the exporter: spans are held for scores). Prints the peak resident set size in MB on
+its last line: ``VmHWM`` of this process (``ru_maxrss`` is not used: Linux carries the parent's
+peak across fork and exec, so a child of a big benchmark process would report the parent's).
 """
 
 from __future__ import annotations
 
 import os
-import resource
 import sys
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from workloads import (  # noqa: E402
+from workloads import (
     NoOpExporter,
     agent_iteration,
     plain_provider,
@@ -25,9 +26,18 @@ from workloads import (  # noqa: E402
 )
 
 
+def peak_rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def main() -> None:
     mode, url, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if mode == "baseline":
+        import litellm  # noqa: F401  (the scoring process loads it for the judge; count it here too)
+
         cfg = plain_provider()
     else:
         cfg = scoring_provider(url, ratio=1.0, collect=False, exporter=NoOpExporter()
@@ -41,7 +51,7 @@ def main() -> None:
               file=sys.stderr)
         cfg.processor.shutdown()
     cfg.provider.shutdown()
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    print(peak_rss_mb())
     sys.stdout.flush()
     os._exit(0)  # the hung judge calls were cancelled; do not wait on anything else
 

@@ -313,14 +313,46 @@ class ScoringSpanProcessor(SpanProcessor):
         if held and enriched is not None and span.context is not None:
             enriched.release(span.context.span_id)
 
+    # -- direct use (offline re-scoring) ----------------------------------------------------
+    def selects(self, span: ReadableSpan) -> bool:
+        """Whether ``span`` is an agent run this processor would consider (selection only:
+        no sampling, nothing counted). This library's own evaluation spans never are."""
+        scope = span.instrumentation_scope
+        if scope is not None and scope.name == n.SCOPE_NAME:
+            return False
+        return self._selector.matches(span, attribute_dict(span))
+
+    async def evaluate(self, span: ReadableSpan, *,
+                       descendants: Sequence[ReadableSpan] | None = None) -> list[ScoreResult]:
+        """Capture and judge ``span`` with every scorer now, bypassing sampling and the queue
+        (the decisions are counted and results emitted as for live runs). ``descendants`` are
+        the content spans under it, when its own attributes lack the conversation.
+
+        Returns the results in scorer order; an empty list when nothing could be captured
+        (the ``filtered`` decision says why). Runs on the library's background loop.
+        """
+        self.counts.select(self._names, [])
+        return await _aio.on_loop(self._evaluate(_Job(span, self._slots),
+                                                 descendants=descendants))
+
+    def capture(self, span: ReadableSpan, *,
+                descendants: Sequence[ReadableSpan] | None = None) -> Captured:
+        """The run this processor would judge for ``span`` (no judge call, nothing counted)."""
+        return capture_span(span, mapping=self._mapping, extractor=self._extractor,
+                            limits=self._limits, descendants=list(descendants or ()),
+                            rubric=self._rubric_for(span))
+
     # -- the background side ---------------------------------------------------------------
-    async def _evaluate(self, job: _Job) -> None:
+    async def _evaluate(self, job: _Job, *,
+                        descendants: Sequence[ReadableSpan] | None = None) -> list[ScoreResult]:
         span = job.span
         try:
-            descendants = self._buffer.descendants(span) if self._buffer is not None else []
+            if descendants is None:
+                descendants = (self._buffer.descendants(span) if self._buffer is not None
+                               else [])
             captured = capture_span(
                 span, mapping=self._mapping, extractor=self._extractor, limits=self._limits,
-                descendants=descendants, rubric=self._rubric_for(span))
+                descendants=list(descendants), rubric=self._rubric_for(span))
         except Exception:
             self._log_once("capture", "otel-scorers capture failed unexpectedly")
             captured = Captured(None, reason=Reason.INTERNAL)
@@ -332,8 +364,10 @@ class ScoringSpanProcessor(SpanProcessor):
                 self._release(span, {})
             logger.debug("span %s not scored: %s (%s)", span.name, captured.reason,
                          captured.detail)
-            return
-        await asyncio.gather(*(self._score(span, slot, captured) for slot in job.slots))
+            return []
+        results = await asyncio.gather(*(self._score(span, slot, captured)
+                                          for slot in job.slots))
+        return [result for result in results if result is not None]
 
     def _rubric_for(self, span: ReadableSpan) -> RubricLike | None:
         if not self._rubrics:
@@ -342,7 +376,8 @@ class ScoringSpanProcessor(SpanProcessor):
         chosen: RubricLike | None = self._rubrics.get(agent or "", self._rubrics.get("*"))
         return chosen
 
-    async def _score(self, span: ReadableSpan, slot: _Slot, captured: Captured) -> None:
+    async def _score(self, span: ReadableSpan, slot: _Slot, captured: Captured
+                     ) -> ScoreResult | None:
         """Judge one run with one scorer; counts exactly one terminal decision."""
         attributes: dict[str, Any] = {}
         counted = False
@@ -355,7 +390,7 @@ class ScoringSpanProcessor(SpanProcessor):
                 counted = True
                 self._log_once(f"budget:{slot.name}", f"otel-scorers judge budget of scorer "
                                f"{slot.name} is spent for this hour: runs are skipped")
-                return
+                return None
             start_ns = time.time_ns()
             key = self._cache_key(slot.scorer, run) if self._cache.enabled else None
             cached = self._cache.get(key) if key is not None else None
@@ -373,6 +408,7 @@ class ScoringSpanProcessor(SpanProcessor):
             counted = True
             if decision != Decision.FILTERED:
                 attributes = self._emit(span, slot, captured, result, start_ns)
+            return result
         except asyncio.CancelledError:
             if not counted:
                 self.counts.add(slot.name, Decision.DROPPED, Reason.SHUTDOWN)
@@ -382,6 +418,7 @@ class ScoringSpanProcessor(SpanProcessor):
                 self.counts.add(slot.name, Decision.ERROR, None, Reason.INTERNAL)
             self._log_once(f"score:{slot.name}", f"otel-scorers scorer {slot.name} failed "
                            "unexpectedly")
+            return None
         finally:
             self._release(span, attributes)
 

@@ -32,7 +32,7 @@ T = TypeVar("T")
 class Worker(Generic[T]):
     """Runs ``handle(item)`` for queued items, at most ``concurrency`` at a time."""
 
-    def __init__(self, handle: Callable[[T], Awaitable[None]], *, queue_size: int,
+    def __init__(self, handle: Callable[[T], Awaitable[object]], *, queue_size: int,
                  concurrency: int, periodic: Callable[[], None] | None = None,
                  period_s: float = 0.25) -> None:
         self._handle = handle

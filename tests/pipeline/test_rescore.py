@@ -1,0 +1,194 @@
+"""``otel-scorers rescore``: spans exported by the real OTLP encoder, re-scored from files, give
+the results live scoring gave; dry runs call no judge; interrupted runs resume."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_scorers.cli import main
+from otel_scorers.otlp import OTLPDecodeError, decode_request, read_requests, request_to_json
+from otel_scorers.pipeline import ScoringSpanProcessor
+from otel_scorers.testing import ScriptedJudgeServer, judge_responder
+
+from .conftest import genai_attributes
+
+pytestmark = pytest.mark.timeout(180)
+
+RUBRIC = "- greets the user\n- answers the question"
+
+
+def _config(tmp_path: Path, server: ScriptedJudgeServer) -> Path:
+    path = tmp_path / "scorers.yaml"
+    path.write_text(json.dumps({
+        "judge": {"model": server.model, "api_base": server.url, "api_key": "k",
+                  "timeout_s": 5},
+        "scorers": [{"type": "rubric", "criteria": RUBRIC.splitlines()},
+                    {"type": "prompt_alignment"}],
+        "cache_ttl_s": 0,
+    }))
+    return path
+
+
+def _trace_agents(tracer: Any, count: int) -> None:
+    """Agent runs, half carrying their conversation on LLM child spans only."""
+    for i in range(count):
+        good = i % 3 != 0
+        answer = "Hello! Open Settings > Security." if good else "no."
+        if i % 2:
+            with tracer.start_as_current_span("invoke_agent", attributes=genai_attributes(
+                    prompt=f"question {i}", answer=answer)), \
+                    tracer.start_as_current_span("tool"):
+                pass
+        else:
+            with tracer.start_as_current_span("invoke_agent", attributes={
+                    "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "nested"}):
+                chat = genai_attributes(prompt=f"question {i}", answer=answer)
+                chat["gen_ai.operation.name"] = "chat"
+                with tracer.start_as_current_span("chat", attributes=chat):
+                    pass
+
+
+@pytest.fixture
+def live(judge_server: ScriptedJudgeServer, tmp_path: Path) -> dict[str, Any]:
+    """Live scoring of 12 runs; every app span is kept for the files."""
+    judge_server.responder = judge_responder(
+        satisfied=lambda i, text: True, user=(0.9, 0.8, 1.0, 0.7))
+    config = _config(tmp_path, judge_server)
+    provider = TracerProvider()
+    exported = InMemorySpanExporter()
+    processor = ScoringSpanProcessor(config=config, tracer_provider=provider, events=False)
+    provider.add_span_processor(processor)
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    _trace_agents(provider.get_tracer("app"), 12)
+    assert processor.force_flush(60_000)
+    processor.shutdown()
+    spans = list(exported.get_finished_spans())
+    app = [s for s in spans if s.instrumentation_scope.name != "otel_scorers"]
+    evaluations = [s for s in spans if s.name.startswith("gen_ai.evaluation")]
+    assert len(evaluations) == 24, processor.stats()
+    provider.shutdown()
+    return {"config": config, "app": app, "all": spans, "evaluations": evaluations}
+
+
+def _write_files(tmp_path: Path, spans: list[ReadableSpan]) -> tuple[Path, Path]:
+    """The same spans as OTLP JSON lines (3 requests) and length-prefixed protobuf, gzipped."""
+    chunks = [spans[i::3] for i in range(3)]  # a trace's spans land in different requests
+    requests = [encode_spans(chunk) for chunk in chunks]
+    json_path = tmp_path / "traces.jsonl"
+    json_path.write_text("".join(request_to_json(r) + "\n" for r in requests))
+    proto_path = tmp_path / "traces.pb.gz"
+    raw = b"".join(struct.pack(">I", len(b)) + b for b in (r.SerializeToString()
+                                                          for r in requests))
+    proto_path.write_bytes(gzip.compress(raw))
+    return json_path, proto_path
+
+
+def _live_by_key(evaluations: list[ReadableSpan]) -> dict[tuple[str, str, str], Any]:
+    out = {}
+    for span in evaluations:
+        attrs = span.attributes
+        assert span.parent is not None
+        key = (f"{span.context.trace_id:032x}", f"{span.parent.span_id:016x}",
+               attrs["gen_ai.evaluation.name"])
+        out[key] = (attrs["otel_scorers.score"], attrs.get("otel_scorers.label"),
+                    attrs["otel_scorers.reason"])
+    return out
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("fmt", ["json", "protobuf"])
+def test_rescore_matches_live_scoring(live: dict[str, Any], tmp_path: Path,
+                                      judge_server: ScriptedJudgeServer, fmt: str) -> None:
+    json_path, proto_path = _write_files(tmp_path, live["all"])  # evaluation spans included
+    before = len(judge_server.requests)
+    out = tmp_path / "results.jsonl"
+    result = CliRunner().invoke(main, [
+        "rescore", str(json_path if fmt == "json" else proto_path), "--config",
+        str(live["config"]), "-o", str(out), "--concurrency", "4"])
+    assert result.exit_code == 0, result.output
+    records = _records(out)
+    # the evaluation spans in the file are this library's own: never selected again
+    assert len(records) == 24
+    assert len(judge_server.requests) - before == 24
+    offline = {(r["trace_id"], r["span_id"], r["scorer"]): (r["score"], r["label"], r["reason"])
+               for r in records}
+    assert offline == _live_by_key(live["evaluations"])
+    rubric = [r for r in records if r["scorer"] == "rubric"]
+    assert all(r["passed"] for r in rubric)
+    assert {r["agent"] for r in records} == {"support-bot", "nested"}
+    assert all(r["analyzeStepResult"] for r in records)
+    assert "24 scored" in result.output
+
+
+def test_dry_run_calls_no_judge(live: dict[str, Any], tmp_path: Path,
+                                judge_server: ScriptedJudgeServer) -> None:
+    json_path, _ = _write_files(tmp_path, live["app"])
+    before = len(judge_server.requests)
+    result = CliRunner().invoke(main, ["rescore", str(json_path), "--config",
+                                       str(live["config"]), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert len(judge_server.requests) == before
+    estimate = json.loads(result.output[result.output.index("{"):])
+    assert estimate["runs"] == 12 and estimate["judge_calls"] == 24
+    assert estimate["estimated_input_tokens"] > 24 * 100
+    assert estimate["estimated_output_tokens"] > 0
+    assert estimate["models"] == [judge_server.model]
+
+
+def test_resume_skips_what_is_done_and_retries_errors(
+        live: dict[str, Any], tmp_path: Path, judge_server: ScriptedJudgeServer) -> None:
+    json_path, _ = _write_files(tmp_path, live["app"])
+    out = tmp_path / "results.jsonl"
+    args = ["rescore", str(json_path), "--config", str(live["config"]), "-o", str(out)]
+    first = CliRunner().invoke(main, [*args, "--limit", "5"])
+    assert first.exit_code == 0, first.output
+    assert len(_records(out)) == 10
+    # an interrupted write leaves a torn last line; one result became an error
+    records = _records(out)
+    broken = dict(records[0], score=None, error={"type": "timeout", "message": "x"})
+    with out.open("a") as stream:
+        stream.write(json.dumps(broken) + "\n" + '{"trace_id": "ab')
+    before = len(judge_server.requests)
+    second = CliRunner().invoke(main, args)
+    assert second.exit_code == 0, second.output
+    assert "4 already in" in second.output  # 5 done, one of them now an error: judged again
+    assert len(judge_server.requests) - before == 16  # 8 runs x 2 scorers
+    final: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for line in out.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        final[(record["trace_id"], record["span_id"], record["scorer"])] = record
+    assert len(final) == 24
+    assert all("error" not in r and r["score"] is not None for r in final.values())
+
+
+def test_unreadable_input_is_a_clear_error(tmp_path: Path, live: dict[str, Any]) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}\n')
+    result = CliRunner().invoke(main, ["rescore", str(bad), "--config", str(live["config"])])
+    assert result.exit_code == 1
+    assert "bad.jsonl, line 1" in result.output and "not hex" in result.output
+    with pytest.raises(OTLPDecodeError, match="not an OTLP"):
+        decode_request(b"\xff\xff\xff", content_type="application/x-protobuf")
+    with pytest.raises(OTLPDecodeError, match="Content-Type"):
+        decode_request(b"", content_type="text/plain")
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(b"\x00\x00\x00\x05abc")
+    with pytest.raises(OTLPDecodeError, match=r"garbage\.bin"):
+        list(read_requests(garbage))
