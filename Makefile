@@ -12,7 +12,12 @@ export HF_HUB_OFFLINE := 1
 # A portable build (no -march=native) runs as fast here and works on any x86-64 with AVX2.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
-.PHONY: demo test lint bench clean
+PHOENIX_VENV := .venv-phoenix
+# Arize Phoenix, the tracing backend of the integration tests, in a virtual environment of its own
+# so that its dependencies never mix with the project's.
+PHOENIX_VERSION := 20.26.1
+
+.PHONY: demo test lint bench clean prometheus
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +38,21 @@ $(VENV)/.installed-local: pyproject.toml | $(PY)
 demo: $(VENV)/.installed-local
 	$(BIN)/otel-scorers demo
 
-test: $(VENV)/.installed-dev
+# Prometheus and promtool (Debian's package) for the dashboard and alerting tests.
+prometheus:
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || { \
+	  echo ">>> Installing Prometheus and promtool (apt-get install prometheus) for the alerting tests"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+
+$(PHOENIX_VENV)/.installed: Makefile
+	$(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PHOENIX_VENV)/bin/python -m pip install --quiet 'arize-phoenix==$(PHOENIX_VERSION)'
+	touch $@
+
+test: $(VENV)/.installed-dev prometheus $(PHOENIX_VENV)/.installed
 	$(PY) -m pytest
 
 lint: $(VENV)/.installed-dev
@@ -44,4 +63,4 @@ bench: $(VENV)/.installed-dev
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(PHOENIX_VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

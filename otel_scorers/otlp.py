@@ -21,7 +21,7 @@ import gzip
 import io
 import json
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +40,11 @@ from otel_scorers.errors import OtelScorersError
 __all__ = [
     "OTLPDecodeError",
     "decode_request",
+    "gunzip",
     "read_requests",
     "request_to_json",
     "spans_of",
+    "split_by_trace",
 ]
 
 #: Largest request body or file record accepted (after decompression).
@@ -65,7 +67,7 @@ def decode_request(body: bytes, *, content_type: str = "application/x-protobuf",
     """Decode one OTLP/HTTP ``/v1/traces`` body (protobuf or JSON, gzip or not)."""
     encoding = content_encoding.strip().lower()
     if encoding == "gzip":
-        body = _gunzip(body)
+        body = gunzip(body)
     elif encoding not in ("", "identity"):
         raise OTLPDecodeError(f"unsupported Content-Encoding {content_encoding!r} "
                               "(gzip or none)")
@@ -78,7 +80,8 @@ def decode_request(body: bytes, *, content_type: str = "application/x-protobuf",
                           "(application/x-protobuf or application/json)")
 
 
-def _gunzip(body: bytes) -> bytes:
+def gunzip(body: bytes) -> bytes:
+    """Decompress a gzip body, refusing more than ``MAX_MESSAGE_BYTES``."""
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(body)) as stream:
             data = stream.read(MAX_MESSAGE_BYTES + 1)
@@ -225,6 +228,32 @@ def _length_prefixed(data: bytes) -> list[bytes] | None:
     return records if records else None
 
 
+def split_by_trace(request: ExportTraceServiceRequest, parts: int
+                   ) -> list[ExportTraceServiceRequest]:
+    """``request`` split into ``parts`` requests by trace id (``trace_id % parts``), resource and
+    scope kept: what the Collector's ``loadbalancing`` exporter does with ``routing_key:
+    traceID``, so every span of a trace goes to the same place."""
+    out = [ExportTraceServiceRequest() for _ in range(parts)]
+    for resource_spans in request.resource_spans:
+        targets: dict[int, Any] = {}
+        for scope_spans in resource_spans.scope_spans:
+            scopes: dict[int, Any] = {}
+            for span in scope_spans.spans:
+                index = int.from_bytes(span.trace_id, "big") % parts
+                if index not in targets:
+                    target = out[index].resource_spans.add()
+                    target.resource.CopyFrom(resource_spans.resource)
+                    target.schema_url = resource_spans.schema_url
+                    targets[index] = target
+                if index not in scopes:
+                    scope = targets[index].scope_spans.add()
+                    scope.scope.CopyFrom(scope_spans.scope)
+                    scope.schema_url = scope_spans.schema_url
+                    scopes[index] = scope
+                scopes[index].spans.add().CopyFrom(span)
+    return out
+
+
 # -- to SDK spans ---------------------------------------------------------------------------
 def spans_of(request: ExportTraceServiceRequest) -> Iterator[ReadableSpan]:
     """The request's spans as SDK ``ReadableSpan`` objects (ids, parents, times, attributes,
@@ -247,7 +276,10 @@ def _readable(span: trace_pb2.Span, resource: Resource,
     span_id = int.from_bytes(span.span_id, "big")
     if len(span.trace_id) != 16 or len(span.span_id) != 8 or not trace_id or not span_id:
         raise OTLPDecodeError(f"span {span.name!r} has an invalid trace or span id")
-    flags = TraceFlags(span.flags & 0xFF if span.flags else TraceFlags.SAMPLED)
+    # An exported span was sampled, whatever its flags field says: SDKs (Python's among them)
+    # often fill only the is-remote bits (8 and 9) there. Marking it sampled matters: evaluation
+    # spans are its children, and a parent-based sampler would otherwise drop them.
+    flags = TraceFlags((span.flags & 0xFF) | TraceFlags.SAMPLED)
     context = SpanContext(trace_id, span_id, is_remote=False, trace_flags=flags)
     parent = None
     if span.parent_span_id:
@@ -321,8 +353,8 @@ class Telemetry:
     (the base URL: ``/v1/traces``, ``/v1/metrics`` and ``/v1/logs`` are appended), for the
     evaluation telemetry of ``rescore --emit`` and ``serve``. ``shutdown`` flushes them."""
 
-    def __init__(self, endpoint: str, *, service_name: str, metric_interval_s: float = 10.0
-                 ) -> None:
+    def __init__(self, endpoint: str, *, service_name: str, metric_interval_s: float = 10.0,
+                 extra_readers: Sequence[Any] = ()) -> None:
         from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -341,7 +373,8 @@ class Telemetry:
             OTLPSpanExporter(endpoint=f"{base}/v1/traces")))
         self.meter_provider = MeterProvider(resource=resource, metric_readers=[
             PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=f"{base}/v1/metrics"),
-                                          export_interval_millis=metric_interval_s * 1000)])
+                                          export_interval_millis=metric_interval_s * 1000),
+            *extra_readers])
         self.logger_provider = LoggerProvider(resource=resource)
         self.logger_provider.add_log_record_processor(BatchLogRecordProcessor(
             OTLPLogExporter(endpoint=f"{base}/v1/logs")))
@@ -352,7 +385,6 @@ class Telemetry:
         self.meter_provider.force_flush(timeout_ms)
 
     def shutdown(self) -> None:
-        self.force_flush()
-        self.tracer_provider.shutdown()
+        self.tracer_provider.shutdown()  # each flushes what it holds
         self.logger_provider.shutdown()
         self.meter_provider.shutdown()

@@ -57,7 +57,8 @@ class ScorerMetrics:
         self.judge_tokens = meter.create_counter(
             n.METRIC_JUDGE_TOKENS, unit="{token}", description="Tokens spent by the judge")
         self.judge_cost = meter.create_counter(
-            n.METRIC_JUDGE_COST, unit="USD", description="Judge cost from litellm's price table")
+            n.METRIC_JUDGE_COST, unit="{USD}",
+            description="Judge cost in US dollars, from litellm's price table")
         self.unscored_exports = meter.create_counter(
             n.METRIC_UNSCORED_EXPORTS, unit="{span}",
             description="Held spans exported without their scores, by reason")

@@ -90,6 +90,10 @@ METRIC_QUEUE_DEPTH: Final = "otel_scorers.queue.depth"           # gauge
 METRIC_HELD_SPANS: Final = "otel_scorers.held.spans"             # gauge (enriched export)
 METRIC_UNSCORED_EXPORTS: Final = "otel_scorers.enriched.unscored"  # counter, by reason
 METRIC_BUFFER_DROPPED: Final = "otel_scorers.trace_buffer.dropped"  # counter, by reason
+# The OTLP gateway (``otel-scorers serve``).
+METRIC_GATEWAY_REQUESTS: Final = "otel_scorers.gateway.requests"  # counter, by outcome
+METRIC_GATEWAY_SPANS: Final = "otel_scorers.gateway.spans"        # counter, spans forwarded
+METRIC_GATEWAY_FORWARD_DURATION: Final = "otel_scorers.gateway.forward.duration"  # histogram, s
 
 # Metric attribute keys (all low-cardinality: never text or ids of runs).
 M_SCORER: Final = "scorer"

@@ -61,7 +61,7 @@ from otel_scorers.judge.retry import RetryPolicy
 from otel_scorers.pipeline.cache import ResultCache
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.sampling import Boost, Sampler, Sampling
-from otel_scorers.pipeline.selection import Selection, Selector
+from otel_scorers.pipeline.selection import Selection, Selector, is_agent_run
 from otel_scorers.pipeline.worker import Worker
 from otel_scorers.scorers.alignment import PromptAlignmentScorer
 from otel_scorers.scorers.base import Scorer
@@ -241,6 +241,11 @@ class ScoringSpanProcessor(SpanProcessor):
     def scorers(self) -> tuple[Scorer, ...]:
         return tuple(slot.scorer for slot in self._slots)
 
+    @property
+    def queue_depth(self) -> int:
+        """Runs waiting for a free evaluation slot."""
+        return self._worker.depth
+
     def stats(self) -> dict[str, dict[str, int]]:
         """Decision totals per scorer: why each selected run was, or was not, scored."""
         return {slot.name: self.counts.totals(slot.name) for slot in self._slots}
@@ -253,14 +258,18 @@ class ScoringSpanProcessor(SpanProcessor):
         try:
             attrs = attribute_dict(span)
             selector = self._selector
-            if selector.keys_only and selector.keys.isdisjoint(attrs):
-                # The common case: none of the attributes selection or capture looks at (this
-                # library's own spans always have some, so they never take this path).
+            if (selector.keys_only and selector.keys.isdisjoint(attrs)) or (
+                    selector.conventions_only and not is_agent_run(attrs)
+                    and CONTENT_KEY_SET.isdisjoint(attrs)):
+                # The common cases: none of the attributes selection or capture looks at, or
+                # (default selection) not an agent run and no content to buffer. Such a span is
+                # only a parent link for trace assembly; this library's own spans take this
+                # path too, harmlessly (nothing selects or buffers them here).
                 buffer = self._buffer
                 if buffer is not None and buffer.traces:
                     context = span.context
                     if context is not None and context.trace_id in buffer.traces:
-                        buffer.observe(span, None, keep_content=False)
+                        buffer.observe(span, None)
                 if self._enriched is not None:
                     self._enriched.forward(span)
                 return

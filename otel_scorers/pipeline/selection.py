@@ -22,7 +22,7 @@ from otel_scorers.capture import agent_name
 from otel_scorers.capture.conventions import AGENT_NAME_KEYS, CONTENT_KEYS
 from otel_scorers.errors import ConfigError
 
-__all__ = ["Selection", "Selector"]
+__all__ = ["Selection", "Selector", "is_agent_run"]
 
 _LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _CONVENTION_KEYS = ("gen_ai.operation.name", "openinference.span.kind", "traceloop.span.kind",
@@ -94,6 +94,10 @@ class Selector:
         self.keys = frozenset({*_CONVENTION_KEYS, *CONTENT_KEYS, *selection.attributes,
                                *(AGENT_NAME_KEYS if self._agents else ())})
         self.keys_only = self._names is None and selection.predicate is None
+        #: Only the agent-run conventions select (the default): ``is_agent_run`` decides alone.
+        self.conventions_only = (selection.agent_conventions and self.keys_only
+                                 and not selection.include_llm_spans and not self._attributes
+                                 and not self._agents)
 
     def matches(self, span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> bool:
         """True when ``span`` is a run to score. A failing predicate is an error for the caller.

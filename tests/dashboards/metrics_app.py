@@ -1,0 +1,74 @@
+"""An application for the Prometheus integration test, run in its own process:
+
+    python metrics_app.py JUDGE_URL METRICS_PORT
+
+It scores agent runs live (rubric and prompt alignment) against the scripted judge at
+JUDGE_URL, exposes its metrics with the OTel Prometheus exporter on 127.0.0.1:METRICS_PORT, prints
+``ready`` once every run has ended in a decision, and keeps serving until killed. Some runs are
+built to fail (the judge answers garbage for them) and a burst overflows a tiny queue, so error
+and drop series exist too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import start_http_server
+
+from otel_scorers import PromptAlignmentScorer, RubricScorer
+from otel_scorers.judge.client import JudgeClient
+from otel_scorers.judge.retry import RetryPolicy
+from otel_scorers.pipeline import ScoringSpanProcessor
+
+
+def attributes(agent: str, prompt: str, answer: str) -> dict[str, str]:
+    return {
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
+        "gen_ai.system_instructions": json.dumps([{"type": "text", "content": "Be polite."}]),
+        "gen_ai.input.messages": json.dumps(
+            [{"role": "user", "parts": [{"type": "text", "content": prompt}]}]),
+        "gen_ai.output.messages": json.dumps(
+            [{"role": "assistant", "parts": [{"type": "text", "content": answer}]}]),
+    }
+
+
+def main() -> None:
+    judge_url, port = sys.argv[1], int(sys.argv[2])
+    start_http_server(port, addr="127.0.0.1")
+    meter_provider = MeterProvider(metric_readers=[PrometheusMetricReader()])
+    judge = JudgeClient("openai/gpt-4o-mini", api_base=judge_url, api_key="k",
+                        retry=RetryPolicy(max_retries=0), timeout_s=10)
+    tracer_provider = TracerProvider()
+    processor = ScoringSpanProcessor(
+        [RubricScorer(judge, "- greets the user\n- cites a source"), PromptAlignmentScorer(judge)],
+        tracer_provider=tracer_provider, meter_provider=meter_provider, cache_ttl_s=0,
+        queue_size=2, concurrency=1)
+    tracer_provider.add_span_processor(processor)
+    tracer = tracer_provider.get_tracer("app")
+    for i in range(12):
+        agent = "support" if i % 2 else "billing"
+        answer = "BROKEN" if i % 4 == 3 else f"Hello! See the docs, answer {i}."
+        with tracer.start_as_current_span("invoke_agent", attributes=attributes(
+                agent, f"question {i}", answer)):
+            pass
+        processor.force_flush(60_000)  # one at a time: none of these is dropped
+    # a burst into the two-slot queue while the judge is slow: most of it is dropped, counted
+    for i in range(10):
+        with tracer.start_as_current_span("invoke_agent", attributes=attributes(
+                "support", f"burst {i}", "Hello!")):
+            pass
+    processor.force_flush(60_000)
+    print("ready", flush=True)
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

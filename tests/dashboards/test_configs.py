@@ -1,0 +1,224 @@
+"""The shipped configuration is valid: collector YAML wired end to end, Prometheus config and
+rules accepted by promtool, rule unit tests (firing and non-firing) passing, Grafana provisioning
+consistent, and every metric name in dashboards and rules one the code emits."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from otel_scorers.emit import names
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "collector-config"
+PROMETHEUS = CONFIG / "prometheus"
+DASHBOARD = CONFIG / "grafana" / "dashboards" / "otel-scorers.json"
+
+# Component types of the OpenTelemetry Collector contrib distribution used here.
+KNOWN = {
+    "receivers": {"otlp"},
+    "processors": {"batch", "memory_limiter"},
+    "exporters": {"otlp", "otlphttp", "prometheus", "file", "debug", "loadbalancing"},
+    "extensions": {"health_check"},
+}
+
+
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if path is None:
+        pytest.fail("promtool is missing: `make test` installs it (apt-get install prometheus)")
+    return path
+
+
+def prometheus_names() -> dict[str, str]:
+    """Every series name the code's metrics become in Prometheus -> its instrument name (the
+    OTel -> Prometheus translation: dots to underscores, unit suffix, _total on counters)."""
+    kinds = {
+        names.METRIC_SCORE: ("histogram", ""), names.METRIC_DIMENSION_SCORE: ("histogram", ""),
+        names.METRIC_JUDGE_DURATION: ("histogram", "_seconds"),
+        names.METRIC_GATEWAY_FORWARD_DURATION: ("histogram", "_seconds"),
+        names.METRIC_QUEUE_DEPTH: ("gauge", ""), names.METRIC_HELD_SPANS: ("gauge", ""),
+    }
+    out: dict[str, str] = {}
+    for key, value in vars(names).items():
+        if not key.startswith("METRIC_"):
+            continue
+        kind, unit = kinds.get(value, ("counter", ""))
+        base = value.replace(".", "_") + unit
+        if kind == "histogram":
+            for suffix in ("_bucket", "_sum", "_count"):
+                out[base + suffix] = value
+        elif kind == "counter":
+            out[base + "_total"] = value
+        else:
+            out[base] = value
+    return out
+
+
+def dashboard_exprs() -> list[str]:
+    data = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in data["panels"] for t in p.get("targets", [])]
+    exprs += [v["query"]["query"] for v in data["templating"]["list"]]
+    return exprs
+
+
+def rule_exprs() -> list[tuple[str, str]]:
+    rules = yaml.safe_load((PROMETHEUS / "otel-scorers.rules.yml").read_text())
+    return [(rule.get("record") or rule["alert"], rule["expr"])
+            for group in rules["groups"] for rule in group["rules"]]
+
+
+def metric_names(expr: str) -> set[str]:
+    """Raw metric names an expression reads (recording-rule names have colons; skip those)."""
+    return {m for m in re.findall(r"(?<![:\w])(otel_scorers_[a-zA-Z0-9_]+)", expr)}
+
+
+# -- collector ------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["otelcol.yaml", "otelcol-loadbalancing.yaml"])
+def test_collector_config_is_wired(name: str) -> None:
+    config: dict[str, Any] = yaml.safe_load((CONFIG / name).read_text())
+    service = config["service"]
+    used: dict[str, set[str]] = {kind: set() for kind in KNOWN}
+    assert set(service["pipelines"]) == {"traces", "metrics", "logs"}, "every signal is wired"
+    for pipeline_name, pipeline in service["pipelines"].items():
+        assert pipeline.get("receivers") and pipeline.get("exporters"), pipeline_name
+        for kind in ("receivers", "processors", "exporters"):
+            for component in pipeline.get(kind, []):
+                assert component in config.get(kind, {}), f"{pipeline_name}: {component} undefined"
+                used[kind].add(component)
+        if pipeline.get("processors"):
+            assert pipeline["processors"][0] == "memory_limiter", "memory_limiter goes first"
+    for component in service.get("extensions", []):
+        assert component in config.get("extensions", {})
+        used["extensions"].add(component)
+    for kind, known in KNOWN.items():
+        for component in config.get(kind, {}):
+            assert component.split("/")[0] in known, f"unknown {kind[:-1]} type {component}"
+            assert component in used[kind], f"{component} is defined but used by no pipeline"
+    for value in re.findall(r"\$\{([^}]*)\}", (CONFIG / name).read_text()):
+        assert value.startswith("env:"), f"endpoints come from ${{env:...}}, not {value}"
+
+
+def test_loadbalancing_routes_traces_by_trace_id() -> None:
+    config = yaml.safe_load((CONFIG / "otelcol-loadbalancing.yaml").read_text())
+    exporter = config["exporters"]["loadbalancing"]
+    assert exporter["routing_key"] == "traceID"
+    assert "otlp" in exporter["protocol"]  # OTLP/gRPC: the gateways' --grpc-port
+    assert config["service"]["pipelines"]["traces"]["exporters"] == ["loadbalancing"]
+    assert len(exporter["resolver"]["static"]["hostnames"]) >= 2
+
+
+def test_docker_compose_uses_the_shipped_files_on_loopback() -> None:
+    compose = yaml.safe_load((CONFIG / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert {"otel-collector", "jaeger", "prometheus", "grafana"} <= set(services)
+    for service in services.values():
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), port
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("./"):
+                assert (CONFIG / source).exists(), source
+
+
+# -- Prometheus -----------------------------------------------------------------------------
+def test_promtool_check_config_and_rules() -> None:
+    for args in (["check", "config", "prometheus.yml"],
+                 ["check", "rules", "otel-scorers.rules.yml"]):
+        result = subprocess.run([promtool(), *args], cwd=PROMETHEUS, capture_output=True,
+                                text=True, timeout=60, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_promtool_rule_unit_tests_pass() -> None:
+    result = subprocess.run([promtool(), "test", "rules", "tests/otel-scorers.rules.test.yml"],
+                            cwd=PROMETHEUS, capture_output=True, text=True, timeout=120,
+                            check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_alert_has_firing_and_non_firing_cases() -> None:
+    tests = yaml.safe_load((PROMETHEUS / "tests" / "otel-scorers.rules.test.yml").read_text())
+    alerts = {name for name, _ in rule_exprs() if not name.startswith("otel_scorers:")}
+    firing: set[str] = set()
+    for case in tests["tests"]:
+        for check in case.get("alert_rule_test", []):
+            if check["exp_alerts"]:
+                firing.add(check["alertname"])
+    assert firing == alerts
+    # non-firing: each alert's test group has series that must not fire (exp_alerts lists
+    # exactly what fires, so extra series are the non-firing cases)
+    for case in tests["tests"]:
+        for check in case.get("alert_rule_test", []):
+            if check["exp_alerts"]:
+                fired = {tuple(sorted(a["exp_labels"].items())) for a in check["exp_alerts"]}
+                series = {s["series"] for s in case["input_series"]}
+                assert len(series) > 2 * len(fired), f"{check['alertname']}: no quiet cases"
+
+
+def test_a_wrong_expectation_fails(tmp_path: Path) -> None:
+    """promtool really checks: flip one expectation and the suite fails."""
+    tests = (PROMETHEUS / "tests" / "otel-scorers.rules.test.yml").read_text()
+    broken = tests.replace("agent: poor}", "agent: good}", 1)
+    assert broken != tests
+    path = PROMETHEUS / "tests" / "broken.test.yml"
+    try:
+        path.write_text(broken)
+        result = subprocess.run([promtool(), "test", "rules", "tests/broken.test.yml"],
+                                cwd=PROMETHEUS, capture_output=True, text=True, timeout=120,
+                                check=False)
+    finally:
+        path.unlink()
+    assert result.returncode != 0
+
+
+# -- Grafana ---------------------------------------------------------------------------------
+def test_grafana_provisioning_and_dashboard() -> None:
+    datasources = yaml.safe_load(
+        (CONFIG / "grafana/provisioning/datasources/datasources.yaml").read_text())
+    uids = {d["uid"] for d in datasources["datasources"]}
+    assert {"otel-scorers-prometheus", "otel-scorers-jaeger"} <= uids
+    providers = yaml.safe_load(
+        (CONFIG / "grafana/provisioning/dashboards/dashboards.yaml").read_text())
+    assert providers["providers"][0]["options"]["path"] == "/var/lib/grafana/dashboards"
+    data = json.loads(DASHBOARD.read_text())
+    assert data["uid"] == "otel-scorers"
+    assert {v["name"] for v in data["templating"]["list"]} == {"service", "agent", "scorer"}
+    for panel in data["panels"]:
+        if panel["type"] == "row":
+            continue
+        assert panel["datasource"]["uid"] in uids
+        assert panel["targets"], panel["title"]
+    titles = " ".join(p["title"] for p in data["panels"]).lower()
+    for topic in ("score distribution", "pass rate", "criterion", "alignment dimensions",
+                  "decisions", "latency", "tokens", "cost"):
+        assert topic in titles, topic
+    assert any("16686" in link["url"] for link in data["links"])  # links to traces
+
+
+def test_metric_names_in_dashboards_and_rules_are_emitted() -> None:
+    emitted = prometheus_names()
+    used: set[str] = set()
+    for expr in dashboard_exprs():
+        used |= metric_names(expr)
+    for _, expr in rule_exprs():
+        used |= metric_names(expr)
+    assert used, "no metric found: the pattern is broken"
+    unknown = sorted(used - set(emitted))
+    assert unknown == [], unknown
+
+
+def test_readme_prometheus_column_matches_the_translation() -> None:
+    readme = (ROOT / "README.md").read_text()
+    emitted = prometheus_names()
+    for prometheus_name, instrument in emitted.items():
+        base = prometheus_name.removesuffix("_bucket").removesuffix("_sum").removesuffix(
+            "_count")
+        assert f"| `{instrument}` | `{base}" in readme, (instrument, prometheus_name)

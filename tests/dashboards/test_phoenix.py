@@ -1,0 +1,135 @@
+"""A real tracing backend: Arize Phoenix (its own virtual environment, `.venv-phoenix`, made by
+`make test`) started on 127.0.0.1 receives an application's spans over OTLP/HTTP; its REST API
+returns the evaluated agent span and, linked to it as children, the evaluation spans with their
+scores, labels and per-criterion attributes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from otel_scorers import PromptAlignmentScorer, RubricScorer
+from otel_scorers.judge.client import JudgeClient
+from otel_scorers.pipeline import ScoringSpanProcessor
+from otel_scorers.testing import ScriptedJudgeServer, judge_responder
+
+from .test_prometheus import free_port
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def phoenix_binary() -> str:
+    path = os.environ.get("OTEL_SCORERS_PHOENIX") or str(ROOT / ".venv-phoenix/bin/phoenix")
+    if not Path(path).exists():
+        pytest.fail(f"Phoenix is missing at {path}: `make test` installs it into .venv-phoenix")
+    return path
+
+
+def get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+@pytest.fixture(scope="module")
+def phoenix() -> Iterator[str]:
+    port, grpc_port = free_port(), free_port()
+    work = tempfile.mkdtemp(prefix="otel-scorers-phoenix-")
+    env = {**os.environ, "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(port),
+           "PHOENIX_GRPC_PORT": str(grpc_port), "PHOENIX_WORKING_DIR": work,
+           "PHOENIX_TELEMETRY_ENABLED": "false", "DO_NOT_TRACK": "1"}
+    log = Path(work) / "phoenix.log"  # a file, not a pipe: Phoenix logs a lot, unread pipes block
+    process = subprocess.Popen([phoenix_binary(), "serve"], env=env,
+                               stdout=log.open("w"), stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/healthz", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError("Phoenix did not start: " + log.read_text()[-3000:])
+            time.sleep(0.5)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_evaluations_show_up_in_phoenix(phoenix: str, judge_server: ScriptedJudgeServer,
+                                        judge: JudgeClient) -> None:
+    judge_server.responder = judge_responder(satisfied=lambda i, _t: i == 1,
+                                             user=(0.9, 0.8, 1.0, 0.7))
+    provider = TracerProvider(resource=Resource.create({"service.name": "support-app"}))
+    processor = ScoringSpanProcessor(
+        [RubricScorer(judge, "- greets the user\n- cites a source"), PromptAlignmentScorer(judge)],
+        tracer_provider=provider, events=False)
+    provider.add_span_processor(processor)
+    provider.add_span_processor(BatchSpanProcessor(
+        OTLPSpanExporter(endpoint=f"{phoenix}/v1/traces")))
+    attributes = {
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support-bot",
+        "gen_ai.input.messages": json.dumps(
+            [{"role": "user", "parts": [{"type": "text", "content": "Hi, reset my password?"}]}]),
+        "gen_ai.output.messages": json.dumps(
+            [{"role": "assistant", "parts": [{"type": "text", "content": "Hello! Settings."}]}]),
+    }
+    with provider.get_tracer("app").start_as_current_span("invoke_agent support-bot",
+                                                          attributes=attributes) as agent:
+        agent_id = f"{agent.get_span_context().span_id:016x}"
+    assert processor.force_flush(30_000)
+    provider.force_flush()
+    provider.shutdown()
+
+    deadline = time.monotonic() + 30
+    spans: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        spans = get(f"{phoenix}/v1/projects/default/spans?limit=100")["data"]
+        if len(spans) >= 3:
+            break
+        time.sleep(0.5)
+    by_name = {span["name"]: span for span in spans}
+    assert {"invoke_agent support-bot", "gen_ai.evaluation rubric",
+            "gen_ai.evaluation prompt_alignment"} <= set(by_name), sorted(by_name)
+    agent_span = by_name["invoke_agent support-bot"]
+    assert agent_span["context"]["span_id"] == agent_id
+    rubric = by_name["gen_ai.evaluation rubric"]
+    alignment = by_name["gen_ai.evaluation prompt_alignment"]
+    for evaluation in (rubric, alignment):  # linked to the evaluated span, in its trace
+        assert evaluation["parent_id"] == agent_id
+        assert evaluation["context"]["trace_id"] == agent_span["context"]["trace_id"]
+    attrs = rubric["attributes"]
+    assert attrs["gen_ai.evaluation.score.value"] == 0.0
+    assert attrs["gen_ai.evaluation.score.label"] == "fail"
+    assert attrs["otel_scorers.criterion.greets_the_user.satisfied"] is True
+    assert attrs["otel_scorers.criterion.cites_a_source.satisfied"] is False
+    assert attrs["otel_scorers.criteria.unmet"] == ["cites_a_source"]
+    assert "cites a source" in attrs["gen_ai.evaluation.explanation"]
+    aligned = alignment["attributes"]
+    assert aligned["gen_ai.evaluation.name"] == "prompt_alignment"
+    assert 0.0 < aligned["gen_ai.evaluation.score.value"] <= 1.0
+    assert aligned["gen_ai.evaluation.score.label"]

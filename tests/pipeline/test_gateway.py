@@ -1,0 +1,306 @@
+"""``otel-scorers serve``: the real Python OTLP exporter sends to the gateway (a real
+``otel-scorers serve`` process), which forwards every span unchanged to a real OTLP/HTTP
+receiver (oteltap) and adds the evaluation spans; a hung judge never stops forwarding; bad
+bodies get 400; two replicas behind a trace-id router each score their own traces."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from oteltap import OtelTapHttpProtobufReceiver, OtelTapHttpProtobufReceiverSettings
+
+from otel_scorers.testing import ScriptedJudgeServer, TraceIdRouter, judge_responder
+
+from .conftest import genai_attributes
+from .test_otlp_e2e import free_port
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+EVALUATION = "gen_ai.evaluation"
+
+
+def _config(tmp_path: Path, server: ScriptedJudgeServer, **extra: Any) -> Path:
+    path = tmp_path / "gateway.yaml"
+    path.write_text(json.dumps({
+        "judge": {"model": server.model, "api_base": server.url, "api_key": "k",
+                  "timeout_s": 30},
+        "scorers": [{"type": "rubric", "criteria": ["greets the user"]},
+                    {"type": "prompt_alignment"}],
+        **extra}))
+    return path
+
+
+@contextmanager
+def gateway(config: Path, upstream: str, *, grpc_port: int = 0, **env: str) -> Iterator[str]:
+    """``otel-scorers serve`` in its own process; yields its base URL once healthy."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "otel_scorers", "serve", "--upstream", upstream,
+         "--port", str(port), "--grpc-port", str(grpc_port), "--config", str(config),
+         "--metric-interval", "1"],
+        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=1) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"gateway did not start: {process.stdout.read()}")  # type: ignore[union-attr]
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+
+
+def health(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{url}/health", timeout=5) as response:
+        data: dict[str, Any] = json.loads(response.read())
+        return data
+
+
+def post(url: str, body: bytes, content_type: str, encoding: str | None = None
+         ) -> tuple[int, bytes, dict[str, str]]:
+    headers = {"Content-Type": content_type}
+    if encoding:
+        headers["Content-Encoding"] = encoding
+    request = urllib.request.Request(f"{url}/v1/traces", data=body, headers=headers,
+                                     method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read(), dict(response.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(), dict(exc.headers)
+
+
+class Upstream:
+    """oteltap on 127.0.0.1 collecting every span it receives."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.spans: list[Any] = []
+        self._tap = OtelTapHttpProtobufReceiver(
+            OtelTapHttpProtobufReceiverSettings(http_port=self.port))
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Upstream:
+        await self._tap.start()
+        self._task = asyncio.create_task(self._collect(self._tap.stream_traces()))
+        await asyncio.sleep(0.2)
+        return self
+
+    async def _collect(self, stream: AsyncIterator[Any]) -> None:
+        async for span in stream:
+            self.spans.append(span)
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        await self._tap.stop()
+
+    async def wait_for(self, check: Any, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not check(self.spans):
+            if time.monotonic() > deadline:
+                return
+            await asyncio.sleep(0.1)
+
+
+def run_app(endpoint: str, runs: int, *, grpc: bool = False) -> list[ReadableSpan]:
+    """An application exporting with the real OTLP exporter (HTTP, or gRPC to ``endpoint``
+    host:port); returns what it ended."""
+    provider = TracerProvider()
+    kept = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(kept))
+    if grpc:
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+            OTLPSpanExporter as GrpcSpanExporter,
+        )
+
+        exporter: Any = GrpcSpanExporter(endpoint=endpoint, insecure=True)
+    else:
+        exporter = OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=100))
+    tracer = provider.get_tracer("app")
+    for i in range(runs):
+        if i % 2:
+            with tracer.start_as_current_span("invoke_agent support", attributes=genai_attributes(
+                    prompt=f"question {i}")), tracer.start_as_current_span("tool"):
+                pass
+        else:  # the conversation only on the LLM child: needs the whole trace in one place
+            with tracer.start_as_current_span("invoke_agent nested", attributes={
+                    "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "nested"}):
+                chat = genai_attributes(prompt=f"question {i}")
+                chat["gen_ai.operation.name"] = "chat"
+                with tracer.start_as_current_span("chat", attributes=chat):
+                    pass
+    provider.force_flush()
+    provider.shutdown()
+    return list(kept.get_finished_spans())
+
+
+def _by_id(spans: list[Any]) -> dict[bytes, Any]:
+    return {s.span_id: s for s in spans}
+
+
+async def test_forwards_every_span_unchanged_and_adds_evaluations(
+        judge_server: ScriptedJudgeServer, tmp_path: Path) -> None:
+    judge_server.responder = judge_responder(satisfied=True)
+    async with Upstream() as upstream:
+        with gateway(_config(tmp_path, judge_server), upstream.url) as url:
+            app_spans = await asyncio.to_thread(run_app, url, 6)
+            await upstream.wait_for(lambda spans: sum(
+                s.name.startswith(EVALUATION) for s in spans) >= 12)
+            state = health(url)
+            with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:
+                exposition = response.read().decode()
+    sent = [span for rs in encode_spans(app_spans).resource_spans
+            for ss in rs.scope_spans for span in ss.spans]
+    received = _by_id(upstream.spans)
+    for span in sent:  # byte for byte what the application's exporter sent
+        assert received[span.span_id].SerializeToString() == span.SerializeToString()
+    evaluations = [s for s in upstream.spans if s.name.startswith(EVALUATION)]
+    assert len(evaluations) == 12, json.dumps(state)
+    agents = {s.span_id: s for s in sent if s.name.startswith("invoke_agent")}
+    assert {e.parent_span_id for e in evaluations} == set(agents)
+    for evaluation in evaluations:
+        assert evaluation.trace_id == agents[evaluation.parent_span_id].trace_id
+    assert state["decisions"]["rubric"]["scored"] == 6
+    assert state["requests"]["forwarded"] >= 1
+    assert "otel_scorers_gateway_requests_total" in exposition
+    assert "otel_scorers_evaluations_total" in exposition
+
+
+async def test_otlp_grpc_receiver(judge_server: ScriptedJudgeServer, tmp_path: Path) -> None:
+    """The Collector's load-balancing exporter sends OTLP/gRPC: the gateway takes it too."""
+    judge_server.responder = judge_responder(satisfied=True)
+    grpc_port = free_port()
+    async with Upstream() as upstream:
+        with gateway(_config(tmp_path, judge_server), upstream.url, grpc_port=grpc_port) as url:
+            app_spans = await asyncio.to_thread(run_app, f"127.0.0.1:{grpc_port}", 4,
+                                                grpc=True)
+            await upstream.wait_for(lambda spans: sum(
+                s.name.startswith(EVALUATION) for s in spans) >= 8)
+            state = health(url)
+    sent = {s.context.span_id.to_bytes(8, "big") for s in app_spans}
+    assert sent <= {s.span_id for s in upstream.spans}
+    assert sum(s.name.startswith(EVALUATION) for s in upstream.spans) == 8
+    assert state["decisions"]["rubric"]["scored"] == 4
+
+
+async def test_hung_judge_does_not_stop_forwarding(judge_server: ScriptedJudgeServer,
+                                                   tmp_path: Path) -> None:
+    judge_server.responder = judge_responder(delay_s=3600)
+    async with Upstream() as upstream:
+        with gateway(_config(tmp_path, judge_server, concurrency=2, queue_size=4),
+                     upstream.url) as url:
+            started = time.monotonic()
+            app_spans = await asyncio.to_thread(run_app, url, 20)
+            ids = {s.context.span_id.to_bytes(8, "big") for s in app_spans}
+            await upstream.wait_for(lambda spans: ids <= {s.span_id for s in spans})
+            elapsed = time.monotonic() - started
+            state = health(url)
+    assert ids <= {s.span_id for s in upstream.spans}
+    assert elapsed < 15, elapsed
+    assert not any(s.name.startswith(EVALUATION) for s in upstream.spans)
+    rubric = state["decisions"]["rubric"]
+    assert rubric["selected"] == 20
+    assert rubric.get("dropped", 0) >= 20 - 2 - 4  # in flight + queued; the rest dropped
+
+
+async def test_bad_bodies_get_400_and_nothing_else_breaks(judge_server: ScriptedJudgeServer,
+                                                          tmp_path: Path) -> None:
+    judge_server.responder = judge_responder()
+    async with Upstream() as upstream:
+        with gateway(_config(tmp_path, judge_server), upstream.url) as url:
+            cases = [
+                (b"\xff\xfe\xfd not protobuf", "application/x-protobuf", None, "not an OTLP"),
+                (b"{not json", "application/json", None, "not JSON"),
+                (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "xyz"}]}]}]}',
+                 "application/json", None, "not hex"),
+                (b"\x1f\x8b broken gzip", "application/x-protobuf", "gzip", ""),
+                (b"hello", "text/plain", None, "Content-Type"),
+            ]
+            for body, media, encoding, message in cases:
+                status, reply, _ = await asyncio.to_thread(post, url, body, media, encoding)
+                assert status == 400, (body, status, reply)
+                assert message.encode() in reply
+            # still serving: a valid gzip JSON request goes through
+            from otel_scorers.otlp import request_to_json
+
+            body = gzip.compress(request_to_json(encode_spans(_sample_spans())).encode())
+            status, reply, _ = await asyncio.to_thread(post, url, body, "application/json", "gzip")
+            state = health(url)
+    assert status == 200, reply
+    assert state["requests"]["invalid"] == len(cases)
+
+
+def _sample_spans() -> list[ReadableSpan]:
+    provider = TracerProvider()
+    kept = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(kept))
+    with provider.get_tracer("app").start_as_current_span("plain work"):
+        pass
+    return list(kept.get_finished_spans())
+
+
+async def test_unreachable_upstream_is_retryable_and_nothing_is_scored(
+        judge_server: ScriptedJudgeServer, tmp_path: Path) -> None:
+    judge_server.responder = judge_responder()
+    with gateway(_config(tmp_path, judge_server), f"http://127.0.0.1:{free_port()}") as url:
+        body = encode_spans(_sample_spans()).SerializeToString()
+        status, _, headers = await asyncio.to_thread(post, url, body, "application/x-protobuf")
+        state = health(url)
+    assert status == 503 and headers.get("Retry-After")
+    assert state["requests"] == {"upstream_unavailable": 1}
+
+
+async def test_two_replicas_routed_by_trace_id(judge_server: ScriptedJudgeServer,
+                                               tmp_path: Path) -> None:
+    judge_server.responder = judge_responder(satisfied=True)
+    config = _config(tmp_path, judge_server)
+    async with Upstream() as upstream:
+        with gateway(config, upstream.url) as first, gateway(config, upstream.url) as second, \
+                TraceIdRouter([first, second]) as router:
+            runs = 16
+            app_spans = await asyncio.to_thread(run_app, router.url, runs)
+            await upstream.wait_for(lambda spans: sum(
+                s.name.startswith(EVALUATION) for s in spans) >= 2 * runs)
+            states = [health(first), health(second)]
+    evaluations = [s for s in upstream.spans if s.name.startswith(EVALUATION)]
+    assert len(evaluations) == 2 * runs  # every run scored once, none twice
+    scored = [state["decisions"]["rubric"].get("scored", 0) for state in states]
+    assert sum(scored) == runs and all(scored), scored
+    filtered = [state["decisions"]["rubric"].get("filtered", 0) for state in states]
+    assert filtered == [0, 0]  # nested runs were assembled: their traces stayed together
+    assert {s.span_id for s in upstream.spans} >= {
+        s.context.span_id.to_bytes(8, "big") for s in app_spans}
+    assert all(router.routed)
