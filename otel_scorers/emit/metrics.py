@@ -9,6 +9,7 @@ distinct ids are recorded per scorer and the rest count under ``criterion="_othe
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -48,9 +49,8 @@ class ScorerMetrics:
             description="Prompt-alignment dimension scores (0..1)",
             explicit_bucket_boundaries_advisory=n.SCORE_BUCKETS)
         if decisions is not None:
-            meter.create_observable_counter(
-                n.METRIC_DECISIONS, callbacks=[decisions], unit="{decision}",
-                description="Pipeline decisions per selected run and scorer")
+            _observe(meter, self, n.METRIC_DECISIONS, "counter", "{decision}",
+                     "Pipeline decisions per selected run and scorer", decisions)
         self.judge_duration = meter.create_histogram(
             n.METRIC_JUDGE_DURATION, unit="s", description="Judge latency per evaluation",
             explicit_bucket_boundaries_advisory=n.JUDGE_DURATION_BUCKETS)
@@ -63,20 +63,18 @@ class ScorerMetrics:
             n.METRIC_UNSCORED_EXPORTS, unit="{span}",
             description="Held spans exported without their scores, by reason")
         if buffer_dropped is not None:
-            meter.create_observable_counter(
-                n.METRIC_BUFFER_DROPPED, callbacks=[_by_reason(buffer_dropped)], unit="{span}",
-                description="Content spans dropped from the trace-assembly buffer, by reason")
+            _observe(meter, self, n.METRIC_BUFFER_DROPPED, "counter", "{span}",
+                     "Content spans dropped from the trace-assembly buffer, by reason",
+                     _by_reason(buffer_dropped))
         self._max_criteria = max_criteria_series
         self._criteria: dict[str, set[str]] = {}
         self._lock = threading.Lock()
         if queue_depth is not None:
-            meter.create_observable_gauge(
-                n.METRIC_QUEUE_DEPTH, callbacks=[_gauge(queue_depth)], unit="{run}",
-                description="Runs waiting for evaluation")
+            _observe(meter, self, n.METRIC_QUEUE_DEPTH, "gauge", "{run}",
+                     "Runs waiting for evaluation", _gauge(queue_depth))
         if held_spans is not None:
-            meter.create_observable_gauge(
-                n.METRIC_HELD_SPANS, callbacks=[_gauge(held_spans)], unit="{span}",
-                description="Spans held for enriched export")
+            _observe(meter, self, n.METRIC_HELD_SPANS, "gauge", "{span}",
+                     "Spans held for enriched export", _gauge(held_spans))
 
     def unscored(self, reason: str, count: int) -> None:
         self.unscored_exports.add(count, {n.M_REASON: reason})
@@ -122,6 +120,45 @@ class ScorerMetrics:
                 return OTHER
             seen.add(criterion)
             return criterion
+
+
+Callback = Callable[[CallbackOptions], Iterable[Observation]]
+
+# Observable instruments are shared per meter: the SDK keeps the first instrument registered
+# under a name and ignores later ones (with their callbacks), so two processors on one meter
+# provider would otherwise lose the second's decisions and gauges. One instrument per meter and
+# name reads every live ScorerMetrics registered on it (weakly: a processor that is gone stops
+# reporting) and adds up equal attribute sets.
+_OBSERVED: weakref.WeakKeyDictionary[Any, dict[str, weakref.WeakKeyDictionary[Any, Callback]]] = (
+    weakref.WeakKeyDictionary())
+_OBSERVED_LOCK = threading.Lock()
+
+
+def _observe(meter: Meter, owner: ScorerMetrics, name: str, kind: str, unit: str,
+             description: str, callback: Callback) -> None:
+    with _OBSERVED_LOCK:
+        by_name = _OBSERVED.setdefault(meter, {})
+        sources = by_name.get(name)
+        if sources is None:
+            sources = by_name[name] = weakref.WeakKeyDictionary()
+            create = (meter.create_observable_counter if kind == "counter"
+                      else meter.create_observable_gauge)
+            create(name, callbacks=[_combined(sources)], unit=unit, description=description)
+        sources[owner] = callback
+
+
+def _combined(sources: weakref.WeakKeyDictionary[Any, Callback]) -> Callback:
+    def callback(options: CallbackOptions) -> Iterable[Observation]:
+        with _OBSERVED_LOCK:
+            callbacks = list(sources.values())
+        totals: dict[frozenset[tuple[str, Any]], tuple[float, Any]] = {}
+        for source in callbacks:
+            for observation in source(options):
+                key = frozenset((observation.attributes or {}).items())
+                value, attributes = totals.get(key, (0, observation.attributes))
+                totals[key] = (value + observation.value, attributes)
+        return [Observation(value, attributes) for value, attributes in totals.values()]
+    return callback
 
 
 def _gauge(read: Callable[[], int]) -> Callable[[CallbackOptions], Iterable[Observation]]:

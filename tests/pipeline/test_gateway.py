@@ -107,23 +107,27 @@ class Upstream:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.spans: list[Any] = []
+        self.logs: list[Any] = []
+        self.metrics: list[Any] = []
         self._tap = OtelTapHttpProtobufReceiver(
             OtelTapHttpProtobufReceiverSettings(http_port=self.port))
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
 
     async def __aenter__(self) -> Upstream:
         await self._tap.start()
-        self._task = asyncio.create_task(self._collect(self._tap.stream_traces()))
+        self._tasks = [asyncio.create_task(self._collect(stream, into)) for stream, into in (
+            (self._tap.stream_traces(), self.spans), (self._tap.stream_logs(), self.logs),
+            (self._tap.stream_metrics(), self.metrics))]
         await asyncio.sleep(0.2)
         return self
 
-    async def _collect(self, stream: AsyncIterator[Any]) -> None:
-        async for span in stream:
-            self.spans.append(span)
+    async def _collect(self, stream: AsyncIterator[Any], into: list[Any]) -> None:
+        async for item in stream:
+            into.append(item)
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
         await self._tap.stop()
 
     async def wait_for(self, check: Any, timeout: float = 30.0) -> None:

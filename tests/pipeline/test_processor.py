@@ -502,3 +502,21 @@ def test_accounting_identity_under_mixed_conditions(telemetry: Telemetry, make_p
     stats = processor.stats()
     assert_identity(stats)
     assert stats["rubric"]["selected"] == 60
+
+
+def test_two_processors_on_one_meter_provider_both_report(
+        telemetry: Telemetry, make_processor: Any, judge: JudgeClient,
+        judge_server: ScriptedJudgeServer) -> None:
+    """Observable instruments are shared per meter: the second processor's decisions and
+    queue gauge are not lost (the SDK keeps only the first instrument of a name)."""
+    judge_server.responder = judge_responder()
+    first = make_processor([RubricScorer(judge, "- greets", name="first")])
+    second = make_processor([RubricScorer(judge, "- greets", name="second")], install=False)
+    telemetry.tracer_provider.add_span_processor(second)
+    end_agent_span(telemetry)
+    assert first.force_flush(10_000) and second.force_flush(10_000)
+    assert telemetry.metric_value("otel_scorers.decisions", scorer="first",
+                                  decision="scored") == 1
+    assert telemetry.metric_value("otel_scorers.decisions", scorer="second",
+                                  decision="scored") == 1
+    assert telemetry.metric_value("otel_scorers.queue.depth") == 0

@@ -192,3 +192,31 @@ def test_unreadable_input_is_a_clear_error(tmp_path: Path, live: dict[str, Any])
     garbage.write_bytes(b"\x00\x00\x00\x05abc")
     with pytest.raises(OTLPDecodeError, match=r"garbage\.bin"):
         list(read_requests(garbage))
+
+
+@pytest.mark.slow
+async def test_emit_sends_evaluation_telemetry_over_otlp(
+        live: dict[str, Any], tmp_path: Path, judge_server: ScriptedJudgeServer) -> None:
+    import asyncio
+
+    from .test_gateway import Upstream
+
+    json_path, _ = _write_files(tmp_path, live["app"])
+    async with Upstream() as upstream:
+        result = await asyncio.to_thread(CliRunner().invoke, main, [
+            "rescore", str(json_path), "--config", str(live["config"]), "--emit",
+            "--otlp-endpoint", upstream.url, "-o", str(tmp_path / "out.jsonl")])
+        await upstream.wait_for(lambda spans: len(spans) >= 24 and len(upstream.logs) >= 24
+                                and upstream.metrics, timeout=20)
+    assert result.exit_code == 0, result.output
+    agents = {s.context.span_id.to_bytes(8, "big"): s for s in live["app"]
+              if s.name == "invoke_agent"}
+    evaluations = [s for s in upstream.spans if s.name.startswith("gen_ai.evaluation")]
+    assert len(evaluations) == 24
+    for evaluation in evaluations:  # children of the original agent spans, in their traces
+        agent = agents[evaluation.parent_span_id]
+        assert evaluation.trace_id == agent.context.trace_id.to_bytes(16, "big")
+    assert len(upstream.logs) == 24  # gen_ai.evaluation.result events
+    assert all(log.event_name == "gen_ai.evaluation.result" for log in upstream.logs)
+    assert "otel_scorers.evaluations" in {m.name for m in upstream.metrics}
+    assert "telemetry sent to" in result.output
