@@ -35,9 +35,12 @@ def peak_rss_mb() -> float:
 
 def main() -> None:
     mode, url, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    if mode == "baseline":
-        import litellm  # noqa: F401  (the scoring process loads it for the judge; count it here too)
+    # Every mode loads litellm first: the scoring modes would load it lazily on the first judge
+    # call (in a thread, still loading when a short probe ends); the baseline counts it too.
+    from otel_scorers.judge.client import load_litellm
 
+    load_litellm()
+    if mode == "baseline":
         cfg = plain_provider()
     else:
         cfg = scoring_provider(url, ratio=1.0, collect=False, exporter=NoOpExporter()

@@ -90,7 +90,7 @@ def bench_hot_path(quick: bool) -> None:
     per-repetition ratios (``*_best``: the ratio of the best repetitions; consecutive runs here
     differ by up to 20%).
     """
-    reps, iterations = (3, 2000) if quick else (8, 20000)
+    reps, iterations = (3, 1500) if quick else (8, 20000)
     print(f"hot path: {reps} interleaved repetitions x {iterations} workloads, "
           f"judge latency {HOT_PATH_JUDGE_LATENCY_S:g}s", flush=True)
     with judge_server(HOT_PATH_JUDGE_LATENCY_S) as url:
@@ -153,7 +153,7 @@ def bench_throughput(quick: bool) -> None:
     ``cpu_ms_per_eval`` is the whole process's CPU in the window (the producer's span creation
     included) over the evaluations finished in it.
     """
-    seconds = 2.0 if quick else 8.0
+    seconds = 1.5 if quick else 8.0
     settings: list[tuple[float, int, str]] = [(1.0, 8, "c8"), (1.0, 32, "c32"),
                                               (1.0, 128, "c128")]
     if not quick:
