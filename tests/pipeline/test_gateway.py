@@ -49,13 +49,14 @@ def _config(tmp_path: Path, server: ScriptedJudgeServer, **extra: Any) -> Path:
 
 
 @contextmanager
-def gateway(config: Path, upstream: str, *, grpc_port: int = 0, **env: str) -> Iterator[str]:
+def gateway(config: Path, upstream: str, *, grpc_port: int = 0, args: tuple[str, ...] = (),
+            **env: str) -> Iterator[str]:
     """``otel-scorers serve`` in its own process; yields its base URL once healthy."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "otel_scorers", "serve", "--upstream", upstream,
          "--port", str(port), "--grpc-port", str(grpc_port), "--config", str(config),
-         "--metric-interval", "1"],
+         "--metric-interval", "1", *args],
         env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -265,6 +266,22 @@ async def test_bad_bodies_get_400_and_nothing_else_breaks(judge_server: Scripted
             state = health(url)
     assert status == 200, reply
     assert state["requests"]["invalid"] == len(cases)
+
+
+async def test_oversized_body_gets_413(judge_server: ScriptedJudgeServer,
+                                       tmp_path: Path) -> None:
+    judge_server.responder = judge_responder()
+    async with Upstream() as upstream:
+        with gateway(_config(tmp_path, judge_server), upstream.url,
+                     args=("--max-body-mb", "0.1")) as url:
+            status, reply, _ = await asyncio.to_thread(
+                post, url, b"\x00" * 200_000, "application/x-protobuf")
+            body = encode_spans(_sample_spans()).SerializeToString()
+            after, _, _ = await asyncio.to_thread(post, url, body, "application/x-protobuf")
+            state = health(url)
+    assert status == 413 and b"exceeds" in reply
+    assert after == 200
+    assert state["requests"] == {"too_large": 1, "forwarded": 1}
 
 
 def _sample_spans() -> list[ReadableSpan]:
