@@ -360,7 +360,8 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
         processor.shutdown()
         if telemetry is not None:
             telemetry.shutdown()
-    console.print(f"results: {outcome['scored']} scored, {outcome['error']} errors, "
+    console.print(f"results: {outcome['scored']} scored, {outcome['skipped']} skipped, "
+                  f"{outcome['error']} errors, "
                   f"{outcome['not_captured']} runs without usable content"
                   + (f"; written to {output}" if output else "")
                   + (f"; telemetry sent to {otlp_endpoint}" if telemetry is not None else ""))

@@ -210,8 +210,9 @@ class Rescorer:
 
     def run(self, runs: Sequence[RunRef], *, on_result: Callable[[dict[str, Any]], None],
             progress: Callable[[int], None] | None = None) -> dict[str, int]:
-        """Judge ``runs``; returns counts of results by outcome (scored, error, not_captured)."""
-        outcome = {"scored": 0, "error": 0, "not_captured": 0}
+        """Judge ``runs``; returns counts of results by outcome: scored, skipped (a scorer that
+        judged nothing, e.g. a rubric scorer without a rubric), error, not_captured (runs)."""
+        outcome = {"scored": 0, "skipped": 0, "error": 0, "not_captured": 0}
 
         async def one(ref: RunRef, gate: asyncio.Semaphore) -> None:
             async with gate:
@@ -220,7 +221,9 @@ class Rescorer:
             if not results:
                 outcome["not_captured"] += 1
             for result in results:
-                outcome["error" if result.error is not None else "scored"] += 1
+                kind = ("error" if result.error is not None
+                        else "skipped" if result.skipped else "scored")
+                outcome[kind] += 1
                 on_result(result_line(ref, result, agent))
             if progress is not None:
                 progress(1)

@@ -118,7 +118,7 @@ def test_rescore_matches_live_scoring(live: dict[str, Any], tmp_path: Path,
     out = tmp_path / "results.jsonl"
     result = CliRunner().invoke(main, [
         "rescore", str(json_path if fmt == "json" else proto_path), "--config",
-        str(live["config"]), "-o", str(out), "--concurrency", "4"])
+        str(live["config"]), "-o", str(out), "--concurrency", "4", "--progress"])
     assert result.exit_code == 0, result.output
     records = _records(out)
     # the evaluation spans in the file are this library's own: never selected again
@@ -132,6 +132,7 @@ def test_rescore_matches_live_scoring(live: dict[str, Any], tmp_path: Path,
     assert {r["agent"] for r in records} == {"support-bot", "nested"}
     assert all(r["analyzeStepResult"] for r in records)
     assert "24 scored" in result.output
+    assert "rescoring" in result.output and "12/12" in result.output  # the progress bar
 
 
 def test_dry_run_calls_no_judge(live: dict[str, Any], tmp_path: Path,
