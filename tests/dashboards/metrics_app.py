@@ -26,7 +26,7 @@ from prometheus_client import start_http_server
 from otel_scorers import PromptAlignmentScorer, RubricScorer
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.judge.retry import RetryPolicy
-from otel_scorers.pipeline import ScoringSpanProcessor
+from otel_scorers.pipeline import Sampling, ScorerSpec, ScoringSpanProcessor
 
 
 def attributes(agent: str, prompt: str, answer: str) -> dict[str, str]:
@@ -48,7 +48,10 @@ def main() -> None:
                         retry=RetryPolicy(max_retries=0), timeout_s=10)
     tracer_provider = TracerProvider()
     processor = ScoringSpanProcessor(
-        [RubricScorer(judge, "- greets the user\n- cites a source"), PromptAlignmentScorer(judge)],
+        [RubricScorer(judge, "- greets the user\n- cites a source"), PromptAlignmentScorer(judge),
+         # a scorer with a tiny hourly budget: one evaluation, then budget_exhausted
+         ScorerSpec(RubricScorer(judge, "- is polite", name="budgeted"),
+                    Sampling(budget_tokens_per_hour=200))],
         tracer_provider=tracer_provider, meter_provider=meter_provider, cache_ttl_s=0,
         queue_size=2, concurrency=1)
     tracer_provider.add_span_processor(processor)
