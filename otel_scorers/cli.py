@@ -389,6 +389,9 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
               help="Seconds to wait for the upstream per request.")
 @click.option("--metric-interval", type=float, default=10.0, show_default=True,
               help="Seconds between OTLP metric exports upstream.")
+@click.option("--upstream-header", "upstream_headers", multiple=True, metavar="KEY=VALUE",
+              help="Header sent upstream with forwarded traces and evaluation telemetry "
+                   "(repeatable; e.g. an API key). Default: OTEL_EXPORTER_OTLP_HEADERS.")
 @click.option("--shutdown-timeout", type=click.FloatRange(0.1), default=10.0,
               show_default=True,
               help="On SIGTERM, seconds to let queued evaluations finish (forwarding stops at "
@@ -396,7 +399,7 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
 def serve(upstream: str, host: str, port: int, grpc_port: int, config_file: str | None,
           max_inflight: int,
           max_body_mb: float, forward_timeout: float, metric_interval: float,
-          shutdown_timeout: float) -> None:
+          upstream_headers: tuple[str, ...], shutdown_timeout: float) -> None:
     """Run the OTLP/HTTP scoring gateway: accept /v1/traces, forward upstream, score.
 
     Spans are forwarded unchanged before they are scored, so a slow judge never delays them.
@@ -409,14 +412,16 @@ def serve(upstream: str, host: str, port: int, grpc_port: int, config_file: str 
     from otel_scorers.otlp import Telemetry
 
     logging_setup()
+    headers = _headers(upstream_headers)
     telemetry = Telemetry(upstream, service_name="otel-scorers-gateway",
                           metric_interval_s=metric_interval,
-                          extra_readers=[PrometheusMetricReader()])
+                          extra_readers=[PrometheusMetricReader()], headers=headers or None)
     processor = _processor_for(config_file, telemetry, shutdown_timeout_s=shutdown_timeout)
     gateway = Gateway(processor, upstream, meter_provider=telemetry.meter_provider,
                       max_body_bytes=int(max_body_mb * 1024 * 1024), max_inflight=max_inflight,
                       forward_timeout_s=forward_timeout,
-                      grpc_address=f"{host}:{grpc_port}" if grpc_port else None)
+                      grpc_address=f"{host}:{grpc_port}" if grpc_port else None,
+                      upstream_headers=headers)
     app = gateway.app()
 
     async def flush_telemetry(_app: Any) -> None:
@@ -430,6 +435,23 @@ def serve(upstream: str, host: str, port: int, grpc_port: int, config_file: str 
                + f" -> {gateway.upstream} "
                f"(scorers: {', '.join(s.name for s in processor.scorers)})", err=True)
     web.run_app(app, host=host, port=port, print=None, handle_signals=True)
+
+
+def _headers(pairs: tuple[str, ...]) -> dict[str, str]:
+    """``KEY=VALUE`` options, else ``OTEL_EXPORTER_OTLP_HEADERS`` (``k1=v1,k2=v2``)."""
+    import os
+    from urllib.parse import unquote
+
+    if not pairs:
+        raw = os.environ.get("OTEL_EXPORTER_OTLP_HEADERS", "")
+        pairs = tuple(p for p in raw.split(",") if p.strip())
+    headers: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.ClickException(f"header {pair!r} is not KEY=VALUE")
+        headers[key.strip().lower()] = unquote(value.strip())
+    return headers
 
 
 def logging_setup() -> None:

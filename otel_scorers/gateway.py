@@ -35,6 +35,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import ClientSession, ClientTimeout, web
@@ -66,7 +67,8 @@ class Gateway:
                  meter_provider: MeterProvider | None = None,
                  max_body_bytes: int = 16 * 1024 * 1024, max_inflight: int = 64,
                  forward_timeout_s: float = 10.0, retry_after_s: int = 5,
-                 grpc_address: str | None = None) -> None:
+                 grpc_address: str | None = None,
+                 upstream_headers: Mapping[str, str] | None = None) -> None:
         self.processor = processor
         self.upstream = upstream.rstrip("/")
         self.max_body_bytes = max_body_bytes
@@ -74,6 +76,7 @@ class Gateway:
         self.forward_timeout_s = forward_timeout_s
         self.retry_after_s = retry_after_s
         self.grpc_address = grpc_address
+        self.upstream_headers = dict(upstream_headers or {})
         self._inflight = 0
         self._session: ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -178,7 +181,8 @@ class Gateway:
         assert self._session is not None
         try:
             async with self._session.post(f"{self.upstream}/v1/traces", data=body,
-                                          headers={"Content-Type": media}) as response:
+                                          headers={**self.upstream_headers,
+                                                   "Content-Type": media}) as response:
                 text = (await response.read())[:300]
                 return response.status, f"{response.status} {text!r}"
         except (OSError, asyncio.TimeoutError) as exc:

@@ -21,7 +21,7 @@ import gzip
 import io
 import json
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -354,7 +354,8 @@ class Telemetry:
     evaluation telemetry of ``rescore --emit`` and ``serve``. ``shutdown`` flushes them."""
 
     def __init__(self, endpoint: str, *, service_name: str, metric_interval_s: float = 10.0,
-                 extra_readers: Sequence[Any] = ()) -> None:
+                 extra_readers: Sequence[Any] = (), headers: Mapping[str, str] | None = None
+                 ) -> None:
         from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -369,15 +370,17 @@ class Telemetry:
         resource = Resource.create({"service.name": service_name})
         self.endpoint = base
         self.tracer_provider = TracerProvider(resource=resource)
+        extra = dict(headers) if headers else None  # None: OTEL_EXPORTER_OTLP_HEADERS applies
         self.tracer_provider.add_span_processor(BatchSpanProcessor(
-            OTLPSpanExporter(endpoint=f"{base}/v1/traces")))
+            OTLPSpanExporter(endpoint=f"{base}/v1/traces", headers=extra)))
         self.meter_provider = MeterProvider(resource=resource, metric_readers=[
-            PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=f"{base}/v1/metrics"),
+            PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=f"{base}/v1/metrics",
+                                                             headers=extra),
                                           export_interval_millis=metric_interval_s * 1000),
             *extra_readers])
         self.logger_provider = LoggerProvider(resource=resource)
         self.logger_provider.add_log_record_processor(BatchLogRecordProcessor(
-            OTLPLogExporter(endpoint=f"{base}/v1/logs")))
+            OTLPLogExporter(endpoint=f"{base}/v1/logs", headers=extra)))
 
     def force_flush(self, timeout_ms: int = 10_000) -> None:
         self.tracer_provider.force_flush(timeout_ms)

@@ -122,9 +122,9 @@ def done_pairs(path: Path) -> set[tuple[str, str, str]]:
 
 @dataclass
 class DryRunEstimate:
-    """What a run would cost: judge calls and tokens (input counted with the judge model's
-    tokenizer through litellm; output estimated from the answer schema), and USD where
-    litellm knows the model's price."""
+    """What a run would judge (runs by agent, the first 20 by id) and cost: judge calls and
+    tokens (input counted with the judge model's tokenizer through litellm; output estimated
+    from the answer schema), and USD where litellm knows the model's price."""
 
     runs: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
@@ -133,9 +133,13 @@ class DryRunEstimate:
     output_tokens: int = 0
     cost_usd: float | None = 0.0
     models: set[str] = field(default_factory=set)
+    by_agent: dict[str, int] = field(default_factory=dict)
+    first_runs: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"runs": self.runs, "not_judged": self.skipped, "judge_calls": self.calls,
+        return {"runs": self.runs, "runs_by_agent": self.by_agent,
+                "first_runs": self.first_runs, "not_judged": self.skipped,
+                "judge_calls": self.calls,
                 "estimated_input_tokens": self.input_tokens,
                 "estimated_output_tokens": self.output_tokens,
                 "estimated_cost_usd": (None if self.cost_usd is None
@@ -241,6 +245,11 @@ class Rescorer:
         estimate = DryRunEstimate(runs=len(runs))
         for ref in runs:
             captured = self.processor.capture(ref.span, descendants=ref.descendants)
+            agent = captured.agent or "(unnamed)"
+            estimate.by_agent[agent] = estimate.by_agent.get(agent, 0) + 1
+            if len(estimate.first_runs) < 20:
+                estimate.first_runs.append({"trace_id": ref.trace_id, "span_id": ref.span_id,
+                                            "span_name": ref.span.name, "agent": captured.agent})
             if captured.run is None:
                 reason = captured.reason or "no_content"
                 estimate.skipped[reason] = estimate.skipped.get(reason, 0) + 1

@@ -325,3 +325,42 @@ async def test_two_replicas_routed_by_trace_id(judge_server: ScriptedJudgeServer
     assert {s.span_id for s in upstream.spans} >= {
         s.context.span_id.to_bytes(8, "big") for s in app_spans}
     assert all(router.routed)
+
+
+def test_upstream_headers_go_with_forwarded_traces_and_telemetry(
+        judge_server: ScriptedJudgeServer, tmp_path: Path) -> None:
+    """An upstream that needs a key gets it on every request (forwarded spans, evaluation
+    spans, events and metrics)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[tuple[str, str | None]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            return
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            seen.append((self.path, self.headers.get("x-api-key")))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    judge_server.responder = judge_responder()
+    try:
+        with gateway(_config(tmp_path, judge_server),
+                     f"http://127.0.0.1:{upstream.server_address[1]}",
+                     args=("--upstream-header", "x-api-key=s3cret")) as url:
+            run_app(url, 2)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and {p for p, _ in seen} != {
+                    "/v1/traces", "/v1/logs", "/v1/metrics"}:
+                time.sleep(0.2)
+    finally:
+        upstream.shutdown()
+        upstream.server_close()
+    assert {path for path, _ in seen} == {"/v1/traces", "/v1/logs", "/v1/metrics"}
+    assert all(key == "s3cret" for _, key in seen), seen

@@ -148,6 +148,9 @@ def test_dry_run_calls_no_judge(live: dict[str, Any], tmp_path: Path,
     assert estimate["estimated_input_tokens"] > 24 * 100
     assert estimate["estimated_output_tokens"] > 0
     assert estimate["models"] == [judge_server.model]
+    assert estimate["runs_by_agent"] == {"support-bot": 6, "nested": 6}
+    assert len(estimate["first_runs"]) == 12 and all(
+        len(r["trace_id"]) == 32 and len(r["span_id"]) == 16 for r in estimate["first_runs"])
 
 
 def test_resume_skips_what_is_done_and_retries_errors(
