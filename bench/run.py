@@ -277,67 +277,17 @@ def bench_gateway(quick: bool) -> None:
     trace (5 spans) through the gateway, against posting it straight to the same upstream, with
     every run scored by a judge that answers in 1 s (so evaluations are always in flight)."""
     import json
-    import tempfile
     import urllib.request
 
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    requests = 100 if quick else 1000
-    provider = TracerProvider()
-    kept = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(kept))
-    run = agent_iteration(provider.get_tracer("bench"), distinct=True)
-    bodies = []
-    for _ in range(requests):
-        kept.clear()
-        run()
-        bodies.append(encode_spans(kept.get_finished_spans()).SerializeToString())
-
-    def post_all(base: str) -> list[float]:
-        latencies = []
-        for body in bodies:
-            request = urllib.request.Request(f"{base}/v1/traces", data=body, method="POST",
-                                             headers={"Content-Type": "application/x-protobuf"})
-            started = time.perf_counter()
-            with urllib.request.urlopen(request, timeout=30) as response:
-                response.read()
-                assert response.status == 200
-            latencies.append(time.perf_counter() - started)
-        return latencies
-
-    sink = subprocess.Popen([sys.executable, str(Path(__file__).parent / "upstream.py")],
-                            stdout=subprocess.PIPE, text=True)
-    gateway = None
-    try:
-        assert sink.stdout is not None
-        upstream = sink.stdout.readline().strip()
-        with judge_server(1.0) as judge_url, tempfile.TemporaryDirectory() as work:
-            config = Path(work) / "gateway.yaml"
-            config.write_text(json.dumps({"judge": {
-                "model": "openai/gpt-4o-mini", "api_base": judge_url, "api_key": "bench",
-                "structured_output": "json_object"}}))
-            port = _free_port()
-            gateway = subprocess.Popen(
-                [sys.executable, "-m", "otel_scorers", "serve", "--upstream", upstream,
-                 "--port", str(port), "--grpc-port", "0", "--config", str(config)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            base = f"http://127.0.0.1:{port}"
-            _wait_healthy(base)
-            post_all(base)  # warm-up: imports, connections, the first evaluations
-            post_all(upstream)
-            direct = post_all(upstream)
-            through = post_all(base)
-            with urllib.request.urlopen(f"{base}/health", timeout=10) as response:
-                health = json.loads(response.read())
-    finally:
-        if gateway is not None:
-            gateway.terminate()
-            gateway.wait(60)
-        sink.terminate()
-        sink.wait(10)
+    bodies = _agent_bodies(100 if quick else 1000)
+    with _sink() as upstream, judge_server(1.0) as judge_url, \
+            _gateway(upstream, judge_url) as base:
+        _post_all(base, bodies)  # warm-up: imports, connections, the first evaluations
+        _post_all(upstream, bodies)
+        direct = _post_all(upstream, bodies)
+        through = _post_all(base, bodies)
+        with urllib.request.urlopen(f"{base}/health", timeout=10) as response:
+            health = json.loads(response.read())
     direct_ms = statistics.median(direct) * 1000
     through_ms = statistics.median(through) * 1000
     figure("gateway_post_ms_direct_p50", round(direct_ms, 2))
@@ -349,6 +299,77 @@ def bench_gateway(quick: bool) -> None:
     decisions = health["decisions"]["rubric"]
     figure("gateway_runs_selected", decisions.get("selected", 0))
     figure("gateway_runs_dropped_while_judging", decisions.get("dropped", 0))
+
+
+def _agent_bodies(count: int) -> list[bytes]:
+    """``count`` OTLP protobuf bodies, one traced agent run each."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    provider = TracerProvider()
+    kept = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(kept))
+    run = agent_iteration(provider.get_tracer("bench"), distinct=True)
+    bodies = []
+    for _ in range(count):
+        kept.clear()
+        run()
+        bodies.append(encode_spans(kept.get_finished_spans()).SerializeToString())
+    return bodies
+
+
+def _post_all(base: str, bodies: Sequence[bytes]) -> list[float]:
+    import urllib.request
+
+    latencies = []
+    for body in bodies:
+        request = urllib.request.Request(f"{base}/v1/traces", data=body, method="POST",
+                                         headers={"Content-Type": "application/x-protobuf"})
+        started = time.perf_counter()
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.read()
+            if response.status != 200:
+                raise RuntimeError(f"{base} answered {response.status}")
+        latencies.append(time.perf_counter() - started)
+    return latencies
+
+
+@contextmanager
+def _sink() -> Iterator[str]:
+    process = subprocess.Popen([sys.executable, str(Path(__file__).parent / "upstream.py")],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        yield process.stdout.readline().strip()
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+@contextmanager
+def _gateway(upstream: str, judge_url: str) -> Iterator[str]:
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as work:
+        config = Path(work) / "gateway.yaml"
+        config.write_text(json.dumps({"judge": {
+            "model": "openai/gpt-4o-mini", "api_base": judge_url, "api_key": "bench",
+            "structured_output": "json_object"}}))
+        port = _free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "otel_scorers", "serve", "--upstream", upstream,
+             "--port", str(port), "--grpc-port", "0", "--config", str(config)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            _wait_healthy(base)
+            yield base
+        finally:
+            process.terminate()
+            process.wait(60)
 
 
 def _free_port() -> int:
