@@ -29,7 +29,7 @@ from typing import IO, Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_scorers import _aio
-from otel_scorers.capture.trace import CONTENT_KEY_SET, _under
+from otel_scorers.capture.trace import CONTENT_KEY_SET, descends_from
 from otel_scorers.judge.client import JudgeClient, JudgeRequest, answer_schema, load_litellm
 from otel_scorers.otlp import read_requests, spans_of
 from otel_scorers.pipeline.processor import ScoringSpanProcessor, attribute_dict
@@ -90,7 +90,7 @@ def collect_runs(paths: Iterable[str | Path], processor: ScoringSpanProcessor
         root = span.context.span_id
         runs.append(RunRef(span, tuple(
             s for s in entry.content if s is not span and s.context is not None
-            and _under(s.context.span_id, root, entry.parents))))
+            and descends_from(s.context.span_id, root, entry.parents))))
     return runs, total
 
 

@@ -133,7 +133,7 @@ class TraceBuffer:
             parents = dict(entry.parents)
         root = agent.context.span_id
         return [s for s in spans if s.context is not None
-                and _under(s.context.span_id, root, parents)]
+                and descends_from(s.context.span_id, root, parents)]
 
     def discard(self, trace_id: int) -> None:
         with self._lock:
@@ -165,7 +165,8 @@ class TraceBuffer:
         self.dropped[reason] += max(1, len(entry.spans))
 
 
-def _under(span_id: int, root: int, parents: dict[int, int | None]) -> bool:
+def descends_from(span_id: int, root: int, parents: dict[int, int | None]) -> bool:
+    """Whether ``span_id`` is under ``root`` through ``parents`` (child -> parent span ids)."""
     current: int | None = parents.get(span_id)
     for _ in range(64):
         if current is None:
