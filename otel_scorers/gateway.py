@@ -185,9 +185,7 @@ class Gateway:
                                                    "Content-Type": media}) as response:
                 text = (await response.read())[:300]
                 return response.status, f"{response.status} {text!r}"
-        except (OSError, asyncio.TimeoutError) as exc:
-            return None, f"{type(exc).__name__}: {exc}"
-        except Exception as exc:  # aiohttp client errors
+        except Exception as exc:  # refused, timed out, reset: aiohttp and OS errors alike
             return None, f"{type(exc).__name__}: {exc}"
 
     def _score(self, decoded: Any) -> None:

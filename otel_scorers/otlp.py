@@ -17,11 +17,12 @@ are hex strings (not base64), and enum values are integers.
 
 from __future__ import annotations
 
+import base64
 import gzip
 import io
 import json
 import struct
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -119,51 +120,39 @@ def _from_json(body: bytes | str) -> ExportTraceServiceRequest:
 
 def _ids_to_base64(node: Any) -> None:
     """OTLP JSON writes ids as hex; protobuf's JSON parser expects base64 for bytes fields."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            size = _ID_FIELDS.get(key)
-            if size is not None and isinstance(value, str):
-                node[key] = _hex_to_base64(key, value, size)
-            else:
-                _ids_to_base64(value)
-    elif isinstance(node, list):
-        for item in node:
-            _ids_to_base64(item)
+    _convert_ids(node, _hex_to_base64)
 
 
-def _hex_to_base64(key: str, value: str, size: int) -> str:
-    import base64
-
+def _hex_to_base64(key: str, value: str) -> str:
     if value == "":
         return ""
     try:
         raw = bytes.fromhex(value)
     except ValueError as exc:
         raise ValueError(f"{key} {value[:40]!r} is not hex") from exc
-    if len(raw) != size:
-        raise ValueError(f"{key} must be {size * 2} hex digits, got {len(value)}")
+    if len(raw) != _ID_FIELDS[key]:
+        raise ValueError(f"{key} must be {_ID_FIELDS[key] * 2} hex digits, got {len(value)}")
     return base64.b64encode(raw).decode()
+
+
+def _convert_ids(node: Any, convert: Callable[[str, str], str]) -> None:
+    """Rewrite, in place, every trace/span id string in a decoded OTLP JSON tree."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in _ID_FIELDS and isinstance(value, str):
+                node[key] = convert(key, value)
+            else:
+                _convert_ids(value, convert)
+    elif isinstance(node, list):
+        for item in node:
+            _convert_ids(item, convert)
 
 
 def request_to_json(request: ExportTraceServiceRequest) -> str:
     """One line of OTLP JSON (hex ids), as the Collector ``file`` exporter writes it."""
     data = json_format.MessageToDict(request, use_integers_for_enums=True)
-    _ids_to_hex(data)
+    _convert_ids(data, lambda _key, value: base64.b64decode(value).hex())
     return json.dumps(data, separators=(",", ":"))
-
-
-def _ids_to_hex(node: Any) -> None:
-    import base64
-
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key in _ID_FIELDS and isinstance(value, str):
-                node[key] = base64.b64decode(value).hex()
-            else:
-                _ids_to_hex(value)
-    elif isinstance(node, list):
-        for item in node:
-            _ids_to_hex(item)
 
 
 # -- files ----------------------------------------------------------------------------------
@@ -381,11 +370,6 @@ class Telemetry:
         self.logger_provider = LoggerProvider(resource=resource)
         self.logger_provider.add_log_record_processor(BatchLogRecordProcessor(
             OTLPLogExporter(endpoint=f"{base}/v1/logs", headers=extra)))
-
-    def force_flush(self, timeout_ms: int = 10_000) -> None:
-        self.tracer_provider.force_flush(timeout_ms)
-        self.logger_provider.force_flush(timeout_ms)
-        self.meter_provider.force_flush(timeout_ms)
 
     def shutdown(self) -> None:
         self.tracer_provider.shutdown()  # each flushes what it holds

@@ -220,8 +220,8 @@ class Rescorer:
 
         async def one(ref: RunRef, gate: asyncio.Semaphore) -> None:
             async with gate:
-                agent = self.processor.capture(ref.span, descendants=ref.descendants).agent
                 results = await self.processor.evaluate(ref.span, descendants=ref.descendants)
+            agent = self.processor.agent_of(ref.span)
             if not results:
                 outcome["not_captured"] += 1
             for result in results:
@@ -289,7 +289,7 @@ def _render(scorer: Any, client: JudgeClient, run: Any
     stand_in = copy.copy(scorer)
     stand_in.judge = _EstimatingJudge(client)
     try:
-        _aio.run_sync(stand_in.score(run) if hasattr(stand_in, "score") else stand_in.arun(run))
+        _aio.run_sync(stand_in.arun(run))  # _Estimated is no JudgeError: arun lets it through
     except _Estimated as asked:
         return asked.messages, asked.schema
     except Exception as exc:  # the scorer would not call the judge (invalid input, no rubric)

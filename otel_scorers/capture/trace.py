@@ -28,7 +28,6 @@ __all__ = ["CONTENT_KEY_SET", "TraceBuffer"]
 
 _SPAN_OVERHEAD = 512
 CONTENT_KEY_SET = frozenset(CONTENT_KEYS)
-_CONTENT = CONTENT_KEY_SET
 #: Seconds a trace stays buffered after its (unselected) root span ended.
 ROOT_GRACE_S = 30.0
 
@@ -72,9 +71,6 @@ class TraceBuffer:
     def __len__(self) -> int:
         return len(self._traces)
 
-    def __contains__(self, trace_id: int) -> bool:
-        return trace_id in self._traces
-
     @property
     def bytes(self) -> int:
         return self._bytes
@@ -90,7 +86,7 @@ class TraceBuffer:
         if context is None:
             return
         trace_id = context.trace_id
-        has_content = keep_content and attrs is not None and not _CONTENT.isdisjoint(attrs)
+        has_content = keep_content and attrs is not None and not CONTENT_KEY_SET.isdisjoint(attrs)
         if not has_content and trace_id not in self._traces:
             return
         parent = span.parent.span_id if span.parent is not None else None

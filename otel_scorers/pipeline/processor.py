@@ -61,7 +61,7 @@ from otel_scorers.judge.retry import RetryPolicy
 from otel_scorers.pipeline.cache import ResultCache
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.sampling import Boost, Sampler, Sampling
-from otel_scorers.pipeline.selection import Selection, Selector, is_agent_run
+from otel_scorers.pipeline.selection import Selection, Selector
 from otel_scorers.pipeline.worker import Worker
 from otel_scorers.scorers.alignment import PromptAlignmentScorer
 from otel_scorers.scorers.base import Scorer
@@ -257,13 +257,9 @@ class ScoringSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         try:
             attrs = attribute_dict(span)
-            selector = self._selector
-            if (selector.keys_only and selector.keys.isdisjoint(attrs)) or (
-                    selector.conventions_only and not is_agent_run(attrs)
-                    and CONTENT_KEY_SET.isdisjoint(attrs)):
-                # The common cases: none of the attributes selection or capture looks at, or
-                # (default selection) not an agent run and no content to buffer. Such a span is
-                # only a parent link for trace assembly; this library's own spans take this
+            if not self._selector.could_match(attrs) and CONTENT_KEY_SET.isdisjoint(attrs):
+                # The common case: a span that cannot be selected and has no content to buffer
+                # is only a parent link for trace assembly. This library's own spans take this
                 # path too, harmlessly (nothing selects or buffers them here).
                 buffer = self._buffer
                 if buffer is not None and buffer.traces:
@@ -282,8 +278,7 @@ class ScoringSpanProcessor(SpanProcessor):
 
     def _on_end(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
         enriched = self._enriched
-        scope = span.instrumentation_scope
-        if scope is not None and scope.name == n.SCOPE_NAME:
+        if _is_own(span):
             if enriched is not None:
                 enriched.forward(span)
             return
@@ -326,10 +321,7 @@ class ScoringSpanProcessor(SpanProcessor):
     def selects(self, span: ReadableSpan) -> bool:
         """Whether ``span`` is an agent run this processor would consider (selection only:
         no sampling, nothing counted). This library's own evaluation spans never are."""
-        scope = span.instrumentation_scope
-        if scope is not None and scope.name == n.SCOPE_NAME:
-            return False
-        return self._selector.matches(span, attribute_dict(span))
+        return not _is_own(span) and self._selector.matches(span, attribute_dict(span))
 
     async def evaluate(self, span: ReadableSpan, *,
                        descendants: Sequence[ReadableSpan] | None = None) -> list[ScoreResult]:
@@ -359,9 +351,7 @@ class ScoringSpanProcessor(SpanProcessor):
             if descendants is None:
                 descendants = (self._buffer.descendants(span) if self._buffer is not None
                                else [])
-            captured = capture_span(
-                span, mapping=self._mapping, extractor=self._extractor, limits=self._limits,
-                descendants=list(descendants), rubric=self._rubric_for(span))
+            captured = self.capture(span, descendants=descendants)
         except Exception:
             self._log_once("capture", "otel-scorers capture failed unexpectedly")
             captured = Captured(None, reason=Reason.INTERNAL)
@@ -378,10 +368,14 @@ class ScoringSpanProcessor(SpanProcessor):
                                           for slot in job.slots))
         return [result for result in results if result is not None]
 
+    def agent_of(self, span: ReadableSpan) -> str | None:
+        """The agent name of ``span`` as capture reads it (the mapping's key first)."""
+        return agent_name(span, self._mapping)
+
     def _rubric_for(self, span: ReadableSpan) -> RubricLike | None:
         if not self._rubrics:
             return None
-        agent = agent_name(span, self._mapping)
+        agent = self.agent_of(span)
         chosen: RubricLike | None = self._rubrics.get(agent or "", self._rubrics.get("*"))
         return chosen
 
@@ -504,6 +498,12 @@ class ScoringSpanProcessor(SpanProcessor):
 
     def _after_fork(self) -> None:
         self._worker.reset_after_fork()
+
+
+def _is_own(span: ReadableSpan) -> bool:
+    """Spans this library emitted (evaluation spans): never selected, never buffered."""
+    scope = span.instrumentation_scope
+    return scope is not None and scope.name == n.SCOPE_NAME
 
 
 def _after_fork(ref: weakref.ReferenceType[ScoringSpanProcessor]) -> None:

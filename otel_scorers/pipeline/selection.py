@@ -19,7 +19,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_scorers.capture import agent_name
-from otel_scorers.capture.conventions import AGENT_NAME_KEYS, CONTENT_KEYS
+from otel_scorers.capture.conventions import AGENT_NAME_KEYS
 from otel_scorers.errors import ConfigError
 
 __all__ = ["Selection", "Selector", "is_agent_run"]
@@ -51,6 +51,10 @@ def is_agent_run(attrs: Mapping[str, Any]) -> bool:
     if attrs.get("traceloop.span.kind") in ("agent", "workflow"):
         return True
     return attrs.get("mastra.span.type") == "agent_run"
+
+
+def _anything(_attrs: Mapping[str, Any]) -> bool:
+    return True
 
 
 def is_llm_call(attrs: Mapping[str, Any]) -> bool:
@@ -89,15 +93,23 @@ class Selector:
         if not (selection.agent_conventions or selection.include_llm_spans or self._names
                 or self._attributes or selection.predicate):
             raise ConfigError("selection matches nothing: enable a convention or give a rule")
-        #: Attribute keys every rule looks at (plus capture's content keys): a span with none
-        #: of them can only be selected by a name pattern or a predicate.
-        self.keys = frozenset({*_CONVENTION_KEYS, *CONTENT_KEYS, *selection.attributes,
+        #: Attribute keys every rule looks at: a span with none of them can only be selected
+        #: by a name pattern or a predicate.
+        self.keys = frozenset({*_CONVENTION_KEYS, *selection.attributes,
                                *(AGENT_NAME_KEYS if self._agents else ())})
-        self.keys_only = self._names is None and selection.predicate is None
-        #: Only the agent-run conventions select (the default): ``is_agent_run`` decides alone.
-        self.conventions_only = (selection.agent_conventions and self.keys_only
-                                 and not selection.include_llm_spans and not self._attributes
-                                 and not self._agents)
+        #: A cheap necessary condition for :meth:`matches`, for the hot path: ``False`` means
+        #: the span cannot be selected. With only the agent-run conventions (the default),
+        #: ``is_agent_run`` decides alone; without name patterns or a predicate, a span needs
+        #: one of :attr:`keys`; otherwise anything may match.
+        self.could_match: Callable[[Mapping[str, Any]], bool]
+        keys = self.keys
+        if self._names is not None or selection.predicate is not None:
+            self.could_match = _anything
+        elif (selection.agent_conventions and not selection.include_llm_spans
+              and not self._attributes and not self._agents):
+            self.could_match = is_agent_run
+        else:
+            self.could_match = lambda attrs: not keys.isdisjoint(attrs)
 
     def matches(self, span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> bool:
         """True when ``span`` is a run to score. A failing predicate is an error for the caller.

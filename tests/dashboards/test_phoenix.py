@@ -26,8 +26,7 @@ from otel_scorers import PromptAlignmentScorer, RubricScorer
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.pipeline import ScoringSpanProcessor
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
-
-from .test_prometheus import free_port
+from tests.support import free_port, wait_until_up
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -58,18 +57,8 @@ def phoenix() -> Iterator[str]:
                                stdout=log.open("w"), stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/healthz", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError("Phoenix did not start: " + log.read_text()[-3000:])
-            time.sleep(0.5)
+        wait_until_up(f"{base}/healthz", process, timeout_s=120,
+                      output=lambda: log.read_text()[-3000:])
         yield base
     finally:
         process.terminate()

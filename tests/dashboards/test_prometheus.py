@@ -24,20 +24,13 @@ from otel_scorers.testing import (
     garbage,
     judge_responder,
 )
+from tests.support import free_port
 
 from .test_configs import PROMETHEUS, dashboard_exprs, prometheus_names, rule_exprs
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 HERE = Path(__file__).resolve().parent
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def responder() -> Any:

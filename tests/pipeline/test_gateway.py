@@ -28,9 +28,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from oteltap import OtelTapHttpProtobufReceiver, OtelTapHttpProtobufReceiverSettings
 
 from otel_scorers.testing import ScriptedJudgeServer, TraceIdRouter, judge_responder
+from tests.support import free_port, wait_until_up
 
 from .conftest import genai_attributes
-from .test_otlp_e2e import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -60,17 +60,8 @@ def gateway(config: Path, upstream: str, *, grpc_port: int = 0, args: tuple[str,
         env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=1) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"gateway did not start: {process.stdout.read()}")  # type: ignore[union-attr]
-            time.sleep(0.1)
+        wait_until_up(f"{url}/health", process, timeout_s=60,
+                      output=lambda: process.stdout.read() if process.stdout else "")
         yield url
     finally:
         process.terminate()

@@ -4,7 +4,6 @@ on 127.0.0.1, and the decoded protobuf spans and metrics carry the evaluation re
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -22,14 +21,9 @@ from otel_scorers import PromptAlignmentScorer, RubricScorer
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.pipeline import ScoringSpanProcessor
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
+from tests.support import free_port
 
 from .conftest import genai_attributes
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def attrs_of(message: Any) -> dict[str, Any]:
