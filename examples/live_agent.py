@@ -91,7 +91,10 @@ def main() -> None:
     for question in ANSWERS:
         print(f"Q: {question}\nA: {run_agent(question)}\n")
     scoring.force_flush(300_000)  # wait for the judge before the process ends
-    print("decisions per scorer:", json.dumps(scoring.stats()))
+    # let the console exporters finish writing before printing on the same stdout
+    tracer_provider.force_flush()
+    logger_provider.force_flush()
+    print(f"decisions per scorer: {json.dumps(scoring.stats())}", flush=True)
     tracer_provider.shutdown()
     meter_provider.shutdown()
     logger_provider.shutdown()
