@@ -28,11 +28,13 @@ from typing import IO, Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_scorers import _aio
+from otel_scorers import background_loop
+from otel_scorers.capture import attribute_dict
 from otel_scorers.capture.trace import CONTENT_KEY_SET, descends_from
-from otel_scorers.judge.client import JudgeClient, JudgeRequest, answer_schema, load_litellm
+from otel_scorers.judge.client import JudgeClient, JudgeRequest, load_litellm
+from otel_scorers.judge.schema import answer_schema
 from otel_scorers.otlp import read_requests, spans_of
-from otel_scorers.pipeline.processor import ScoringSpanProcessor, attribute_dict
+from otel_scorers.pipeline.processor import ScoringSpanProcessor
 from otel_scorers.scorers.result import ScoreResult
 
 __all__ = ["DryRunEstimate", "Rescorer", "RunRef", "done_pairs", "result_line"]
@@ -236,7 +238,7 @@ class Rescorer:
             gate = asyncio.Semaphore(self.concurrency)
             await asyncio.gather(*(one(ref, gate) for ref in runs))
 
-        _aio.run_sync(everything())
+        background_loop.run_sync(everything())
         return outcome
 
     def estimate(self, runs: Sequence[RunRef]) -> DryRunEstimate:
@@ -289,7 +291,8 @@ def _render(scorer: Any, client: JudgeClient, run: Any
     stand_in = copy.copy(scorer)
     stand_in.judge = _EstimatingJudge(client)
     try:
-        _aio.run_sync(stand_in.arun(run))  # _Estimated is no JudgeError: arun lets it through
+        # _Estimated is no JudgeError: arun lets it through
+        background_loop.run_sync(stand_in.arun(run))
     except _Estimated as asked:
         return asked.messages, asked.schema
     except Exception as exc:  # the scorer would not call the judge (invalid input, no rubric)

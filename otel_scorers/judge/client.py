@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import functools
 import hashlib
 import json
@@ -24,14 +23,14 @@ import logging
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Generic, Literal, TypeVar, get_args
 
 from opentelemetry import context as otel_context
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
-from otel_scorers._aio import on_loop
+from otel_scorers.background_loop import on_loop
 from otel_scorers.errors import (
     ConfigError,
     JudgeError,
@@ -42,6 +41,8 @@ from otel_scorers.errors import (
 from otel_scorers.judge.fence import FENCE_RULES, Fence, truncate
 from otel_scorers.judge.redact import Redactor, RegexRedactor
 from otel_scorers.judge.retry import RetryPolicy, classify_exception
+from otel_scorers.judge.schema import answer_schema, correction, parse_answer, problems
+from otel_scorers.judge.usage import JudgeUsage, Meter
 
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
@@ -63,33 +64,6 @@ ENV_API_BASE = "OTEL_SCORERS_JUDGE_API_BASE"
 ENV_API_KEY = "OTEL_SCORERS_JUDGE_API_KEY"
 
 
-class JudgeUsage(BaseModel):
-    """What judging one run cost: calls (re-asks and retries included), tokens, money, time."""
-
-    model_config = ConfigDict(frozen=True)
-
-    model: str
-    calls: int = 0
-    retries: int = 0
-    reasks: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float | None = None
-    latency_s: float = 0.0
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model, "calls": self.calls, "retries": self.retries,
-            "reasks": self.reasks, "promptTokens": self.prompt_tokens,
-            "completionTokens": self.completion_tokens, "costUsd": self.cost_usd,
-            "latencySeconds": round(self.latency_s, 6),
-        }
-
-
 @dataclass(frozen=True)
 class JudgeRequest(Generic[T]):
     """One judgement to ask for.
@@ -109,31 +83,6 @@ class Judgement(Generic[T]):
     value: T
     usage: JudgeUsage
     raw: str = ""
-
-
-@dataclass
-class _Meter:
-    model: str
-    started: float = field(default_factory=time.monotonic)
-    calls: int = 0
-    retries: int = 0
-    reasks: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float | None = None
-
-    def add(self, response: Any, cost: float | None) -> None:
-        usage = getattr(response, "usage", None)
-        self.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
-        self.completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
-        if cost is not None:
-            self.cost_usd = (self.cost_usd or 0.0) + cost
-
-    def freeze(self) -> JudgeUsage:
-        return JudgeUsage(model=self.model, calls=self.calls, retries=self.retries,
-                          reasks=self.reasks, prompt_tokens=self.prompt_tokens,
-                          completion_tokens=self.completion_tokens, cost_usd=self.cost_usd,
-                          latency_s=time.monotonic() - self.started)
 
 
 @contextlib.contextmanager
@@ -238,14 +187,14 @@ class JudgeClient:
         """Ask the judge once (plus retries and at most one corrective re-ask).
 
         The call runs on the library's background event loop whatever loop awaits it (see
-        :func:`otel_scorers._aio.on_loop`); cancelling the caller cancels the call.
+        :func:`otel_scorers.background_loop.on_loop`); cancelling the caller cancels the call.
         """
         return await on_loop(self._judge(request))
 
     async def _judge(self, request: JudgeRequest[T]) -> Judgement[T]:
         deadline = time.monotonic() + self.total_timeout_s
         litellm = await asyncio.to_thread(load_litellm)
-        meter = _Meter(self.model)  # latency counts the judge, not the one-time import
+        meter = Meter(self.model)  # latency counts the judge, not the one-time import
         try:
             mode = self._mode(litellm)
             messages = self.render(request, mode)
@@ -258,7 +207,7 @@ class JudgeClient:
                     logger.debug("judge answer invalid, re-asking once: %s", first)
                     meter.reasks += 1
                     messages = [*messages, {"role": "assistant", "content": content},
-                                {"role": "user", "content": _correction(first)}]
+                                {"role": "user", "content": correction(first)}]
                     content = await self._complete(litellm, messages, request, mode, meter,
                                                    deadline)
                     try:
@@ -266,7 +215,7 @@ class JudgeClient:
                     except (ValidationError, ValueError) as second:
                         raise JudgeOutputError(
                             "judge answer did not match the schema after one corrective "
-                            f"re-ask: {_problems(second)}") from second
+                            f"re-ask: {problems(second)}") from second
                     return Judgement(value, meter.freeze(), content)
         except JudgeError as error:
             error.usage = meter.freeze()
@@ -316,7 +265,7 @@ class JudgeClient:
         return None
 
     async def _complete(self, litellm: ModuleType, messages: list[dict[str, str]],
-                        request: JudgeRequest[Any], mode: StructuredOutput, meter: _Meter,
+                        request: JudgeRequest[Any], mode: StructuredOutput, meter: Meter,
                         deadline: float) -> str:
         kwargs: dict[str, Any] = {
             "model": self.model, "messages": messages, "temperature": self.temperature,
@@ -384,102 +333,3 @@ def _cost(litellm: ModuleType, response: Any) -> float | None:
         except Exception:  # models absent from litellm's price table have no cost
             return None
     return float(cost) if cost else None
-
-
-def parse_answer(content: str, model: type[T]) -> T:
-    """Parse the judge's JSON into ``model``: the object itself, in a code fence, or in prose.
-
-    JSON syntax is read tolerantly (raw control characters inside strings, which grammar-
-    constrained local models emit, and text around the object); the content is then validated
-    strictly against the schema.
-    """
-    text = content.strip()
-    if not text:
-        raise ValueError("the judge answered with no content")
-    if text.startswith("```"):
-        text = text.split("\n", 1)[1] if "\n" in text else ""
-        text = text.rsplit("```", 1)[0]
-    try:
-        return model.model_validate_json(text)
-    except ValidationError as exc:
-        if not _is_json_error(exc):
-            raise
-        loaded = _tolerant_json(text)
-        if loaded is None:
-            raise
-        return model.model_validate_json(json.dumps(loaded))
-
-
-def _tolerant_json(text: str) -> Any:
-    start, end = text.find("{"), text.rfind("}")
-    for candidate in (text, text[start:end + 1] if 0 <= start < end else None):
-        if candidate is None:
-            continue
-        try:
-            return json.loads(candidate, strict=False)
-        except (ValueError, RecursionError):
-            continue
-    return None
-
-
-def _is_json_error(exc: ValidationError) -> bool:
-    return any(error["type"] == "json_invalid" for error in exc.errors())
-
-
-def _problems(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        items = [f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}"
-                 for e in exc.errors()[:6]]
-        more = len(exc.errors()) - len(items)
-        return "; ".join(items) + (f"; and {more} more" if more > 0 else "")
-    return str(exc)
-
-
-def _correction(exc: Exception) -> str:
-    return (f"Your previous answer could not be used: {_problems(exc)}. Reply again with only "
-            "the JSON object, following the schema exactly: every required property once, no "
-            "extra properties, booleans as true/false and scores as numbers between 0 and 1.")
-
-
-@functools.cache
-def _schema(model: type[BaseModel], strict: bool) -> str:
-    schema = _inline_refs(model.model_json_schema())
-    # OpenAI strict mode rejects length keywords; constrained decoders keep them.
-    _drop_keys(schema, {"title", "maxLength", "minLength"} if strict else {"title"})
-    return json.dumps(schema)
-
-
-def answer_schema(model: type[BaseModel], *, strict: bool = False) -> dict[str, Any]:
-    """The JSON schema of an answer model with ``$ref`` inlined (providers vary on refs)."""
-    loaded: dict[str, Any] = json.loads(_schema(model, strict))
-    return loaded
-
-
-def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
-    defs = schema.pop("$defs", {})
-
-    def resolve(node: Any) -> Any:
-        if isinstance(node, dict):
-            if "$ref" in node:
-                target = copy.deepcopy(defs[node["$ref"].rsplit("/", 1)[-1]])
-                return resolve(target)
-            return {key: resolve(value) for key, value in node.items()}
-        if isinstance(node, list):
-            return [resolve(item) for item in node]
-        return node
-
-    resolved: dict[str, Any] = resolve(schema)
-    return resolved
-
-
-def _drop_keys(node: Any, keys: set[str]) -> None:
-    if isinstance(node, dict):
-        for key in list(node):
-            # "title"/"description" inside "properties" are property names, not keywords.
-            if key in keys and not isinstance(node.get(key), dict):
-                del node[key]
-            else:
-                _drop_keys(node[key], keys)
-    elif isinstance(node, list):
-        for item in node:
-            _drop_keys(item, keys)

@@ -4,7 +4,7 @@
 when the pump is idle (never while it waits for a free concurrency slot). Judge calls are
 I/O-bound, so ``concurrency`` coroutines on one event loop reach C / L evaluations per second
 without a thread per call. The pump runs on the same loop as the judge calls
-(:mod:`otel_scorers._aio`), so an evaluation never hops between threads.
+(:mod:`otel_scorers.background_loop`), so an evaluation never hops between threads.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Generic, TypeVar
 
-from otel_scorers import _aio
+from otel_scorers import background_loop
 
 __all__ = ["Worker"]
 
@@ -88,7 +88,7 @@ class Worker(Generic[T]):
     def _start(self) -> None:
         with self._start_lock:
             if self._pump is None:
-                self._pump = _aio.submit(self._run())
+                self._pump = background_loop.submit(self._run())
 
     # -- the pump ---------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -151,7 +151,7 @@ class Worker(Generic[T]):
         deadline = time.monotonic() + timeout_s
         if self._pump is None:
             return not self._queue
-        if _aio.in_loop():
+        if background_loop.in_loop():
             raise RuntimeError("force_flush() called from the otel-scorers event loop")
         self._wakeup()
         with self._idle:

@@ -6,13 +6,6 @@ from otel_scorers.scorers.alignment import (
     create_prompt_alignment_scorer_llm,
 )
 from otel_scorers.scorers.base import BaseScorer, LLMScorer, Scorer
-from otel_scorers.scorers.loop import (
-    CorrectionResult,
-    CorrectionStep,
-    aself_correct,
-    is_task_complete,
-    self_correct,
-)
 from otel_scorers.scorers.result import ScoreError, ScoreResult
 from otel_scorers.scorers.rubric import (
     Criterion,
@@ -23,6 +16,13 @@ from otel_scorers.scorers.rubric import (
     parse_rubric,
 )
 from otel_scorers.scorers.run import Message, ScorerRun
+from otel_scorers.scorers.self_correction import (
+    CorrectionResult,
+    CorrectionStep,
+    aself_correct,
+    is_task_complete,
+    self_correct,
+)
 
 __all__ = [
     "AlignmentAnalysis",

@@ -14,7 +14,7 @@ import hashlib
 import logging
 from typing import Any, Protocol, runtime_checkable
 
-from otel_scorers._aio import run_sync
+from otel_scorers.background_loop import run_sync
 from otel_scorers.errors import ConfigError, JudgeError, ScorerInputError
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.scorers.result import ScoreError, ScoreResult

@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from otel_scorers import PromptAlignmentScorer, RubricScorer
-from otel_scorers._aio import run_sync
+from otel_scorers.background_loop import run_sync
 from otel_scorers.judge.client import JudgeClient, load_litellm
 from otel_scorers.pipeline import Selection
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder, reply

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from otel_scorers._aio import run_sync
+from otel_scorers.background_loop import run_sync
 from otel_scorers.errors import ConfigError
 from otel_scorers.scorers.base import Scorer
 from otel_scorers.scorers.result import ScoreResult

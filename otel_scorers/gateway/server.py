@@ -107,7 +107,9 @@ class Gateway:
         self._session = ClientSession(timeout=ClientTimeout(total=self.forward_timeout_s),
                                       auto_decompress=False)
         if self.grpc_address is not None:
-            self._grpc = _grpc_server(self, self.grpc_address)
+            from otel_scorers.gateway.grpc import grpc_server
+
+            self._grpc = grpc_server(self, self.grpc_address)
 
     async def _stop(self, _app: web.Application) -> None:
         if self._grpc is not None:
@@ -225,40 +227,3 @@ class Gateway:
 
         return web.Response(body=generate_latest(REGISTRY),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-
-def _grpc_server(gateway: Gateway, address: str) -> Any:
-    """OTLP/gRPC ``TraceService/Export`` on ``address``, handled like ``POST /v1/traces`` (the
-    Collector's load-balancing exporter speaks only OTLP/gRPC to its backends)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    import grpc
-    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
-
-    codes = {400: grpc.StatusCode.INVALID_ARGUMENT, 413: grpc.StatusCode.RESOURCE_EXHAUSTED,
-             429: grpc.StatusCode.RESOURCE_EXHAUSTED, 503: grpc.StatusCode.UNAVAILABLE}
-
-    class Servicer(trace_service_pb2_grpc.TraceServiceServicer):
-        def Export(self, request: ExportTraceServiceRequest, context: Any
-                   ) -> ExportTraceServiceResponse:
-            assert gateway._loop is not None
-            future = asyncio.run_coroutine_threadsafe(gateway.accept(request, None),
-                                                      gateway._loop)
-            try:
-                status, message = future.result(gateway.forward_timeout_s + 5)
-            except Exception as exc:
-                future.cancel()
-                context.abort(grpc.StatusCode.UNAVAILABLE, f"gateway: {exc}")
-            if status != 200:
-                context.abort(codes.get(status, grpc.StatusCode.INVALID_ARGUMENT), message)
-            return ExportTraceServiceResponse()
-
-    server = grpc.server(ThreadPoolExecutor(max_workers=gateway.max_inflight,
-                                            thread_name_prefix="otel-scorers-grpc"),
-                         options=[("grpc.max_receive_message_length", gateway.max_body_bytes)])
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        Servicer(), server)
-    if server.add_insecure_port(address) == 0:
-        raise OSError(f"cannot listen for OTLP/gRPC on {address}")
-    server.start()
-    return server

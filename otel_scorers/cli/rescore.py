@@ -1,0 +1,139 @@
+"""``otel-scorers rescore``: judge the agent runs of exported OTLP files."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from otel_scorers.errors import ConfigError
+
+__all__ = ["processor_for", "rescore"]
+
+
+def _ends_torn(path: Path) -> bool:
+    with path.open("rb") as stream:
+        stream.seek(0, 2)
+        if stream.tell() == 0:
+            return False
+        stream.seek(-1, 2)
+        return stream.read(1) != b"\n"
+
+
+def processor_for(config_file: str | None, telemetry: Any, **overrides: Any) -> Any:
+    """A processor configured as live scoring is (file, env), sending telemetry to
+    ``telemetry`` (an :class:`otel_scorers.otlp.Telemetry`) or nowhere."""
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    from otel_scorers.pipeline.processor import ScoringSpanProcessor
+
+    try:
+        if telemetry is None:
+            return ScoringSpanProcessor(config=config_file, meter_provider=MeterProvider(),
+                                        evaluation_spans=False, events=False, **overrides)
+        return ScoringSpanProcessor(config=config_file,
+                                    tracer_provider=telemetry.tracer_provider,
+                                    meter_provider=telemetry.meter_provider,
+                                    logger_provider=telemetry.logger_provider, **overrides)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.command()
+@click.argument("files", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="JSON-lines results file; an existing one is resumed (default: stdout).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False),
+              help="YAML settings file, as for live scoring (default: $OTEL_SCORERS_CONFIG).")
+@click.option("--concurrency", type=click.IntRange(1, 1024), default=None,
+              help="Judge calls at a time (default: the configured concurrency).")
+@click.option("--limit", type=click.IntRange(0), default=None,
+              help="Judge at most this many runs.")
+@click.option("--dry-run", is_flag=True,
+              help="Print what would be judged and its estimated tokens and cost; no judge call.")
+@click.option("--emit", is_flag=True,
+              help="Also send evaluation spans, events and metrics over OTLP/HTTP.")
+@click.option("--otlp-endpoint", envvar="OTEL_EXPORTER_OTLP_ENDPOINT",
+              default="http://127.0.0.1:4318", show_default=True,
+              help="Where --emit sends. [env OTEL_EXPORTER_OTLP_ENDPOINT]")
+@click.option("--restart", is_flag=True, help="Overwrite --output instead of resuming it.")
+@click.option("--progress/--no-progress", default=None,
+              help="Show a progress bar (default: when stderr is a terminal).")
+def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
+            concurrency: int | None, limit: int | None, dry_run: bool, emit: bool,
+            otlp_endpoint: str, restart: bool, progress: bool | None) -> None:
+    """Score agent runs in exported OTLP trace files (JSON lines or protobuf, .gz too).
+
+    Selection, capture and scorers are configured as for live scoring. Results are JSON lines,
+    one per evaluated span and scorer, with its trace and span ids.
+    """
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from otel_scorers.otlp import OTLPDecodeError, Telemetry
+    from otel_scorers.rescore import Rescorer, done_pairs, write_line
+
+    console = Console(stderr=True)
+    telemetry = Telemetry(otlp_endpoint, service_name="otel-scorers-rescore") if (
+        emit and not dry_run) else None
+    processor = processor_for(config_file, telemetry)
+    rescorer = Rescorer(processor, concurrency=concurrency or processor.settings.concurrency)
+    out_path = Path(output) if output else None
+    done = done_pairs(out_path) if out_path is not None and not restart else set()
+    try:
+        runs, spans, skipped = rescorer.plan(files, limit=limit, done=done)
+    except (OTLPDecodeError, OSError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    console.print(f"{spans} spans read, {len(runs) + skipped} agent runs selected"
+                  + (f", {skipped} already in {output}" if skipped else "")
+                  + (f", judging {len(runs)}" if not dry_run else ""))
+    if dry_run:
+        estimate = rescorer.estimate(runs).to_dict()
+        click.echo(json.dumps(estimate, indent=2))
+        processor.shutdown()
+        return
+    stream = (out_path.open("w" if restart else "a", encoding="utf-8") if out_path is not None
+              else sys.stdout)
+    if out_path is not None and not restart and _ends_torn(out_path):
+        stream.write("\n")  # an interrupted run's torn last line stays on its own
+    show = progress if progress is not None else console.is_terminal
+    bar = Progress(TextColumn("rescoring"), BarColumn(), MofNCompleteColumn(),
+                   TaskProgressColumn(), TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                   TimeRemainingColumn(), console=console, disable=not show)
+    try:
+        with bar:
+            task = bar.add_task("rescore", total=len(runs), rate="")
+
+            def advance(count: int) -> None:
+                bar.advance(task, count)
+                elapsed = bar.tasks[task].elapsed or 0.0
+                if elapsed > 0:
+                    bar.update(task, rate=f"{bar.tasks[task].completed / elapsed:.1f} runs/s")
+
+            outcome = rescorer.run(runs, on_result=lambda r: write_line(stream, r),
+                                   progress=advance)
+    finally:
+        if stream is not sys.stdout:
+            stream.close()
+        processor.shutdown()
+        if telemetry is not None:
+            telemetry.shutdown()
+    console.print(f"results: {outcome['scored']} scored, {outcome['skipped']} skipped, "
+                  f"{outcome['error']} errors, "
+                  f"{outcome['not_captured']} runs without usable content"
+                  + (f"; written to {output}" if output else "")
+                  + (f"; telemetry sent to {otlp_endpoint}" if telemetry is not None else ""))
+    if outcome["error"] and not outcome["scored"]:
+        raise SystemExit(1)

@@ -1,0 +1,167 @@
+"""``otel-scorers score``: judge one run given on the command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from otel_scorers.errors import ConfigError
+from otel_scorers.judge.client import ENV_API_BASE, ENV_API_KEY, ENV_MODEL, JudgeClient
+from otel_scorers.scorers.alignment import (
+    AlignmentAnalysis,
+    AlignmentDimensions,
+    PromptAlignmentScorer,
+)
+from otel_scorers.scorers.base import BaseScorer
+from otel_scorers.scorers.result import ScoreResult
+from otel_scorers.scorers.rubric import Criterion, RubricAnalysis, RubricScorer, parse_rubric
+from otel_scorers.scorers.run import Message, ScorerRun
+
+__all__ = ["score"]
+
+
+def _read_text(value: str) -> str:
+    """``@path`` reads a file; anything else is the text itself."""
+    if value.startswith("@"):
+        try:
+            return Path(value[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise click.ClickException(f"cannot read {value[1:]}: {exc.strerror}") from exc
+    return value
+
+
+def _build_run(run_file: str | None, input_text: str | None, system: tuple[str, ...],
+               output: str | None) -> ScorerRun:
+    if run_file is not None:
+        try:
+            data = json.loads(Path(run_file).read_text(encoding="utf-8"))
+            base = ScorerRun.coerce(data)
+        except (OSError, ValueError, TypeError) as exc:
+            raise click.ClickException(f"cannot read the run from {run_file}: {exc}") from exc
+    else:
+        base = ScorerRun()
+    updates: dict[str, Any] = {}
+    if input_text is not None:
+        updates["input_messages"] = (Message(role="user", content=_read_text(input_text)),)
+    if system:
+        updates["system_messages"] = tuple(Message(role="system", content=_read_text(s))
+                                           for s in system)
+    if output is not None:
+        updates["output"] = (Message(role="assistant", content=_read_text(output)),)
+    run = base.model_copy(update=updates)
+    if not run.output:
+        raise click.ClickException("nothing to score: give --output TEXT or --run FILE.json")
+    return run
+
+
+@click.command()
+@click.option("--scorer", "scorer_name", type=click.Choice(["rubric", "prompt-alignment"]),
+              default="rubric", show_default=True, help="Which scorer judges the run.")
+@click.option("--criteria", multiple=True, metavar="TEXT",
+              help="Required criterion (repeatable), a newline checklist, or @file.")
+@click.option("--optional", multiple=True, metavar="TEXT",
+              help="Optional criterion: judged and reported, never gating (repeatable).")
+@click.option("--mode", type=click.Choice(["user", "system", "both"]), default="both",
+              show_default=True, help="Prompt-alignment evaluation mode.")
+@click.option("--scale", type=float, default=1.0, show_default=True, help="Maximum score.")
+@click.option("--input", "input_text", metavar="TEXT", help="The user prompt (or @file).")
+@click.option("--system", multiple=True, metavar="TEXT",
+              help="A system message (repeatable, or @file).")
+@click.option("--output", metavar="TEXT", help="The agent's response (or @file).")
+@click.option("--run", "run_file", type=click.Path(exists=True, dir_okay=False),
+              help="The run as JSON (the seed's shapes); --input/--system/--output override.")
+@click.option("--model", envvar=ENV_MODEL, help=f"Judge model (litellm string). [env {ENV_MODEL}]")
+@click.option("--api-base", envvar=ENV_API_BASE, help=f"Judge API base URL. [env {ENV_API_BASE}]")
+@click.option("--api-key", envvar=ENV_API_KEY, help=f"Judge API key. [env {ENV_API_KEY}]")
+@click.option("--timeout", type=float, default=60.0, show_default=True,
+              help="Seconds per judge call.")
+@click.option("--redact/--no-redact", default=False, show_default=True,
+              help="Redact e-mails, phones, card numbers and secrets before judging.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (to_dict()).")
+@click.option("--fail-under", type=float, default=None,
+              help="Exit 2 when the score is below this value.")
+def score(scorer_name: str, criteria: tuple[str, ...], optional: tuple[str, ...], mode: str,
+          scale: float, input_text: str | None, system: tuple[str, ...], output: str | None,
+          run_file: str | None, model: str | None, api_base: str | None, api_key: str | None,
+          timeout: float, redact: bool, as_json: bool, fail_under: float | None) -> None:
+    """Score one run: a prompt, optional system messages and the agent's output."""
+    run = _build_run(run_file, input_text, system, output)
+    try:
+        judge = JudgeClient(model, api_base=api_base, api_key=api_key, timeout_s=timeout,
+                            redactor=redact)
+        scorer: BaseScorer
+        if scorer_name == "rubric":
+            rubric = [c for text in criteria for c in parse_rubric(_read_text(text))]
+            rubric += [Criterion(c.description, required=False)
+                       for text in optional for c in parse_rubric(_read_text(text))]
+            scorer = RubricScorer(judge, rubric, scale=scale)
+        else:
+            if criteria or optional:
+                raise click.UsageError("--criteria/--optional apply to the rubric scorer only")
+            scorer = PromptAlignmentScorer(judge, scale=scale, evaluation_mode=mode)  # type: ignore[arg-type]
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    result = scorer.run(run)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        _print_result(result)
+    if result.error is not None:
+        if not as_json:
+            click.echo(f"Error: not scored ({result.error.type}): {result.error.message}",
+                       err=True)
+        sys.exit(1)
+    if fail_under is not None and result.score is not None and result.score < fail_under:
+        sys.exit(2)
+
+
+def _print_result(result: ScoreResult) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    analysis = result.analysis
+    if isinstance(analysis, RubricAnalysis):
+        table = Table(title=f"{result.scorer}: criteria", show_lines=False)
+        for column in ("criterion", "required", "verdict", "reasoning"):
+            table.add_column(column, overflow="fold")
+        for c in analysis.criteria:
+            verdict = "[green]satisfied[/]" if c.satisfied else "[red]not satisfied[/]"
+            table.add_row(c.description, "required" if c.required else "optional", verdict,
+                          c.reasoning)
+        console.print(table)
+    elif isinstance(analysis, AlignmentAnalysis):
+        table = Table(title=f"{result.scorer}: dimensions ({result.mode} mode)")
+        for column in ("dimension", "score", "reasoning"):
+            table.add_column(column, overflow="fold")
+        sides: list[tuple[str, AlignmentDimensions]] = [
+            ("user" if result.mode != "system" else "system", analysis)]
+        if analysis.system_compliance is not None:
+            sides.append(("system", analysis.system_compliance))
+        for side, dims in sides:
+            table.add_row(f"{side} intent", f"{dims.intent_alignment.score:.2f}",
+                          dims.intent_alignment.reasoning)
+            table.add_row(f"{side} requirements",
+                          f"{dims.requirements_fulfillment.overall_score:.2f}",
+                          "; ".join(f"{'✓' if r.is_fulfilled else '✗'} {r.requirement}"
+                                    for r in dims.requirements_fulfillment.requirements))
+            table.add_row(f"{side} completeness", f"{dims.completeness.score:.2f}",
+                          dims.completeness.reasoning)
+            table.add_row(f"{side} appropriateness",
+                          f"{dims.response_appropriateness.score:.2f}",
+                          dims.response_appropriateness.reasoning)
+        console.print(table)
+    if result.score is not None:
+        console.print(f"[bold]score[/] {result.score:g} / {result.scale:g}  "
+                      f"[bold]label[/] {result.label}")
+    console.print(result.reason, markup=False, highlight=False)
+    if result.judge is not None:
+        usage = result.judge
+        cost = "n/a" if usage.cost_usd is None else f"${usage.cost_usd:.6f}"
+        console.print(f"[dim]judge {usage.model}: {usage.calls} call(s), "
+                      f"{usage.prompt_tokens}+{usage.completion_tokens} tokens, cost {cost}, "
+                      f"{usage.latency_s:.2f}s[/]")

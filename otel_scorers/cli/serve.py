@@ -1,0 +1,102 @@
+"""``otel-scorers serve``: the OTLP scoring gateway."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from otel_scorers.cli.rescore import processor_for
+
+__all__ = ["serve"]
+
+
+@click.command()
+@click.option("--upstream", envvar="OTEL_SCORERS_UPSTREAM", required=True,
+              help="Base URL of the OTLP/HTTP receiver traces are forwarded to (a Collector: "
+                   "http://collector:4318). [env OTEL_SCORERS_UPSTREAM]")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=int, default=4318, show_default=True,
+              help="OTLP/HTTP port (/v1/traces, /health, /metrics).")
+@click.option("--grpc-port", type=int, default=4317, show_default=True,
+              help="OTLP/gRPC port (what the Collector's load-balancing exporter sends); "
+                   "0 disables it.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False),
+              help="YAML settings file, as for live scoring (default: $OTEL_SCORERS_CONFIG).")
+@click.option("--max-inflight", type=click.IntRange(1), default=64, show_default=True,
+              help="Requests handled at once; more get 503 with Retry-After.")
+@click.option("--max-body-mb", type=click.FloatRange(0.1), default=16.0, show_default=True,
+              help="Largest request body accepted (after decompression).")
+@click.option("--forward-timeout", type=float, default=10.0, show_default=True,
+              help="Seconds to wait for the upstream per request.")
+@click.option("--metric-interval", type=float, default=10.0, show_default=True,
+              help="Seconds between OTLP metric exports upstream.")
+@click.option("--upstream-header", "upstream_headers", multiple=True, metavar="KEY=VALUE",
+              help="Header sent upstream with forwarded traces and evaluation telemetry "
+                   "(repeatable; e.g. an API key). Default: OTEL_EXPORTER_OTLP_HEADERS.")
+@click.option("--shutdown-timeout", type=click.FloatRange(0.1), default=10.0,
+              show_default=True,
+              help="On SIGTERM, seconds to let queued evaluations finish (forwarding stops at "
+                   "once; within a typical 30 s termination grace period).")
+def serve(upstream: str, host: str, port: int, grpc_port: int, config_file: str | None,
+          max_inflight: int,
+          max_body_mb: float, forward_timeout: float, metric_interval: float,
+          upstream_headers: tuple[str, ...], shutdown_timeout: float) -> None:
+    """Run the OTLP/HTTP scoring gateway: accept /v1/traces, forward upstream, score.
+
+    Spans are forwarded unchanged before they are scored, so a slow judge never delays them.
+    GET /health and GET /metrics (Prometheus) report on the gateway and its pipeline.
+    """
+    from aiohttp import web
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+
+    from otel_scorers.gateway import Gateway
+    from otel_scorers.otlp import Telemetry
+
+    logging_setup()
+    headers = _headers(upstream_headers)
+    telemetry = Telemetry(upstream, service_name="otel-scorers-gateway",
+                          metric_interval_s=metric_interval,
+                          extra_readers=[PrometheusMetricReader()], headers=headers or None)
+    processor = processor_for(config_file, telemetry, shutdown_timeout_s=shutdown_timeout)
+    gateway = Gateway(processor, upstream, meter_provider=telemetry.meter_provider,
+                      max_body_bytes=int(max_body_mb * 1024 * 1024), max_inflight=max_inflight,
+                      forward_timeout_s=forward_timeout,
+                      grpc_address=f"{host}:{grpc_port}" if grpc_port else None,
+                      upstream_headers=headers)
+    app = gateway.app()
+
+    async def flush_telemetry(_app: Any) -> None:
+        import asyncio
+
+        await asyncio.to_thread(telemetry.shutdown)
+
+    app.on_cleanup.append(flush_telemetry)
+    click.echo(f"otel-scorers gateway on http://{host}:{port}"
+               + (f" and grpc://{host}:{grpc_port}" if grpc_port else "")
+               + f" -> {gateway.upstream} "
+               f"(scorers: {', '.join(s.name for s in processor.scorers)})", err=True)
+    web.run_app(app, host=host, port=port, print=None, handle_signals=True)
+
+
+def _headers(pairs: tuple[str, ...]) -> dict[str, str]:
+    """``KEY=VALUE`` options, else ``OTEL_EXPORTER_OTLP_HEADERS`` (``k1=v1,k2=v2``)."""
+    import os
+    from urllib.parse import unquote
+
+    if not pairs:
+        raw = os.environ.get("OTEL_EXPORTER_OTLP_HEADERS", "")
+        pairs = tuple(p for p in raw.split(",") if p.strip())
+    headers: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.ClickException(f"header {pair!r} is not KEY=VALUE")
+        headers[key.strip().lower()] = unquote(value.strip())
+    return headers
+
+
+def logging_setup() -> None:
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")

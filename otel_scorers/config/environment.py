@@ -1,0 +1,154 @@
+"""``OTEL_SCORERS_*`` environment variables: names, parsers and the settings they set."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from otel_scorers.config.settings import Settings
+
+__all__ = ["ENV_VARS", "EnvVar", "env_layer", "merge", "nested"]
+
+logger = logging.getLogger(__name__)
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"not a boolean: {text!r}")
+
+
+def _list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    path: tuple[str, ...]
+    parse: Callable[[str], Any]
+    help: str
+
+
+ENV_VARS: Mapping[str, EnvVar] = {
+    "OTEL_SCORERS_ENABLED": EnvVar(("enabled",), _bool, "turn zero-code scoring on or off"),
+    "OTEL_SCORERS_JUDGE_MODEL": EnvVar(("judge", "model"), str, "judge model (litellm string)"),
+    "OTEL_SCORERS_JUDGE_API_BASE": EnvVar(("judge", "api_base"), str, "judge API base URL"),
+    "OTEL_SCORERS_JUDGE_API_KEY": EnvVar(("judge", "api_key"), str, "judge API key"),
+    "OTEL_SCORERS_JUDGE_TIMEOUT": EnvVar(("judge", "timeout_s"), float,
+                                         "seconds per judge call"),
+    "OTEL_SCORERS_JUDGE_MAX_TOKENS": EnvVar(("judge", "max_tokens"), int,
+                                            "max tokens per judge answer"),
+    "OTEL_SCORERS_JUDGE_STRUCTURED_OUTPUT": EnvVar(("judge", "structured_output"), str,
+                                                   "auto|json_schema|json_object|..."),
+    "OTEL_SCORERS_REDACT": EnvVar(("judge", "redact"), _bool,
+                                  "redact PII and secrets before judging"),
+    "OTEL_SCORERS_SCORERS": EnvVar(("scorers",), _list,
+                                   "comma list of scorer types: rubric,prompt_alignment"),
+    "OTEL_SCORERS_ALIGNMENT_MODE": EnvVar(("scorers", "*", "evaluation_mode"), str,
+                                          "prompt-alignment mode: user|system|both"),
+    "OTEL_SCORERS_RUBRIC": EnvVar(("rubrics", "*"), str,
+                                  "rubric checklist for every agent (newline separated)"),
+    "OTEL_SCORERS_SAMPLE_RATIO": EnvVar(("sampling", "ratio"), float,
+                                        "share of traces judged (0..1)"),
+    "OTEL_SCORERS_ERROR_SAMPLE_RATIO": EnvVar(("sampling", "error_ratio"), float,
+                                              "share of error spans judged"),
+    "OTEL_SCORERS_RATE_LIMIT": EnvVar(("sampling", "rate_limit"), float,
+                                      "max evaluations per second per scorer"),
+    "OTEL_SCORERS_BUDGET_TOKENS_PER_HOUR": EnvVar(("sampling", "budget_tokens_per_hour"), int,
+                                                  "judge tokens per hour per scorer"),
+    "OTEL_SCORERS_BUDGET_COST_PER_HOUR": EnvVar(("sampling", "budget_cost_per_hour"), float,
+                                                "judge USD per hour per scorer"),
+    "OTEL_SCORERS_SAMPLE_SALT": EnvVar(("sampling", "salt"), str, "trace-id sampling salt"),
+    "OTEL_SCORERS_INCLUDE_LLM_SPANS": EnvVar(("selection", "include_llm_spans"), _bool,
+                                             "also score LLM chat spans"),
+    "OTEL_SCORERS_SPAN_NAMES": EnvVar(("selection", "span_names"), _list,
+                                      "comma list of span-name globs to score"),
+    "OTEL_SCORERS_AGENTS": EnvVar(("selection", "agents"), _list,
+                                  "comma list: score only these agents"),
+    "OTEL_SCORERS_EVALUATION_SPANS": EnvVar(("evaluation_spans",), _bool,
+                                            "emit evaluation spans"),
+    "OTEL_SCORERS_EVENTS": EnvVar(("events",), _bool, "emit gen_ai.evaluation.result events"),
+    "OTEL_SCORERS_REASONS": EnvVar(("reasons",), str,
+                                   "judge text in telemetry: full|truncate|none"),
+    "OTEL_SCORERS_MAX_REASON_CHARS": EnvVar(("max_reason_chars",), int,
+                                            "characters kept per text when truncating"),
+    "OTEL_SCORERS_QUEUE_SIZE": EnvVar(("queue_size",), int, "runs waiting for evaluation"),
+    "OTEL_SCORERS_CONCURRENCY": EnvVar(("concurrency",), int, "judge calls in flight"),
+    "OTEL_SCORERS_CACHE_TTL": EnvVar(("cache_ttl_s",), float, "seconds a judgement is reused"),
+    "OTEL_SCORERS_EVALUATION_TIMEOUT": EnvVar(("evaluation_timeout_s",), float,
+                                              "seconds per evaluation, retries included"),
+    "OTEL_SCORERS_HOLD_TIMEOUT": EnvVar(("hold_timeout_s",), float,
+                                        "enriched export: seconds a span waits for scores"),
+}
+
+
+def merge(base: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in layer.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(dict(out[key]), value)
+        else:
+            out[key] = value
+    return out
+
+
+def nested(path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    out: Any = value
+    for key in reversed(path):
+        out = {key: out}
+    return dict(out)
+
+
+def env_layer(env: Mapping[str, str], base: dict[str, Any]) -> tuple[dict[str, Any],
+                                                                      dict[str, str]]:
+    layer: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    scorer_types: list[str] | None = None
+    mode: str | None = None
+    for name, var in ENV_VARS.items():
+        raw = env.get(name)
+        if raw is None or raw == "":
+            continue
+        try:
+            value = var.parse(raw)
+        except ValueError as exc:
+            logger.warning("ignoring %s=%r: %s", name, raw, exc)
+            continue
+        if var.path == ("scorers",):
+            scorer_types = value
+            continue
+        if var.path[:2] == ("scorers", "*"):
+            mode = value
+            continue
+        candidate = merge(layer, nested(var.path, value))
+        if not _valid(merge(base, candidate)):
+            logger.warning("ignoring %s=%r: not a valid value", name, raw)
+            continue
+        layer = candidate
+        sources["rubrics" if var.path[0] == "rubrics" else ".".join(var.path)] = f"env {name}"
+    if scorer_types is not None or mode is not None:
+        types = scorer_types or [s["type"] for s in base.get("scorers", [])]
+        scorers = [{"type": t, **({"evaluation_mode": mode}
+                                  if mode and t == "prompt_alignment" else {})} for t in types]
+        candidate = merge(layer, {"scorers": scorers})
+        if _valid(merge(base, candidate)):
+            layer = candidate
+            sources["scorers"] = "env OTEL_SCORERS_SCORERS/OTEL_SCORERS_ALIGNMENT_MODE"
+        else:
+            logger.warning("ignoring OTEL_SCORERS_SCORERS/OTEL_SCORERS_ALIGNMENT_MODE: invalid")
+    return layer, sources
+
+
+def _valid(data: Mapping[str, Any]) -> bool:
+    try:
+        Settings.model_validate(data)
+    except ValidationError:
+        return False
+    return True

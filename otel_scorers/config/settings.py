@@ -1,0 +1,120 @@
+"""The settings models: everything the processor can be configured with outside Python code.
+
+Validated by pydantic; unknown keys are an error; values are frozen.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+__all__ = [
+    "BoostSettings",
+    "CaptureSettings",
+    "CriterionSettings",
+    "JudgeSettings",
+    "SamplingSettings",
+    "ScorerSettings",
+    "SelectionSettings",
+    "Settings",
+]
+
+Scalar = str | int | float | bool
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class JudgeSettings(_Strict):
+    model: str | None = None
+    api_base: str | None = None
+    api_key: SecretStr | None = None
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_tokens: int = Field(default=2048, gt=0)
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    max_retries: int = Field(default=3, ge=0)
+    structured_output: Literal["auto", "json_schema", "json_object", "json_object_schema",
+                               "prompt"] = "auto"
+    redact: bool = False
+
+
+class BoostSettings(_Strict):
+    attribute: str
+    value: Scalar
+    ratio: float = Field(ge=0, le=1)
+
+
+class SamplingSettings(_Strict):
+    ratio: float = Field(default=1.0, ge=0, le=1)
+    error_ratio: float | None = Field(default=None, ge=0, le=1)
+    boosts: list[BoostSettings] = []
+    rate_limit: float | None = Field(default=None, gt=0)
+    budget_tokens_per_hour: int | None = Field(default=None, gt=0)
+    budget_cost_per_hour: float | None = Field(default=None, gt=0)
+    salt: str = ""
+
+
+class CriterionSettings(_Strict):
+    description: str
+    id: str | None = None
+    required: bool = True
+
+
+class ScorerSettings(_Strict):
+    type: Literal["rubric", "prompt_alignment"]
+    name: str | None = None
+    criteria: str | list[str | CriterionSettings] | None = None
+    scale: float = Field(default=1.0, gt=0)
+    evaluation_mode: Literal["user", "system", "both"] = "both"
+    pass_threshold: float | None = Field(default=None, ge=0, le=1)
+    sampling: SamplingSettings | None = None
+
+
+class SelectionSettings(_Strict):
+    agent_conventions: bool = True
+    include_llm_spans: bool = False
+    span_names: list[str] = []
+    attributes: dict[str, Scalar | list[Scalar]] = {}
+    agents: list[str] = []
+
+
+class CaptureSettings(_Strict):
+    input: str | None = None
+    output: str | None = None
+    system: str | None = None
+    agent: str | None = None
+
+
+def _default_scorers() -> list[ScorerSettings]:
+    return [ScorerSettings(type="rubric"), ScorerSettings(type="prompt_alignment")]
+
+
+class Settings(_Strict):
+    """Everything the processor can be configured with outside Python code.
+
+    ``enabled`` is the zero-code switch: ``opentelemetry-instrument`` adds the processor only
+    when it is true. A processor built in code ignores it.
+    """
+
+    enabled: bool = False
+    judge: JudgeSettings = JudgeSettings()
+    scorers: list[ScorerSettings] = Field(default_factory=_default_scorers)
+    rubrics: dict[str, str | list[str | CriterionSettings]] = {}
+    selection: SelectionSettings = SelectionSettings()
+    sampling: SamplingSettings = SamplingSettings()
+    capture: CaptureSettings = CaptureSettings()
+    evaluation_spans: bool = True
+    events: bool = True
+    reasons: Literal["full", "truncate", "none"] = "full"
+    max_reason_chars: int = Field(default=1_000, gt=0)
+    queue_size: int = Field(default=2_048, gt=0)
+    concurrency: int = Field(default=8, gt=0)
+    cache_ttl_s: float = Field(default=600.0, ge=0)
+    cache_size: int = Field(default=10_000, ge=0)
+    evaluation_timeout_s: float = Field(default=300.0, gt=0)
+    hold_timeout_s: float = Field(default=30.0, gt=0)
+    max_held: int = Field(default=2_048, gt=0)
+    shutdown_timeout_s: float = Field(default=30.0, gt=0)
+    assemble_from_trace: bool = True

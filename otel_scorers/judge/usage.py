@@ -1,0 +1,63 @@
+"""What judging one run cost: calls, retries, re-asks, tokens, money and time."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["JudgeUsage", "Meter"]
+
+
+class JudgeUsage(BaseModel):
+    """What judging one run cost: calls (re-asks and retries included), tokens, money, time."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    calls: int = 0
+    retries: int = 0
+    reasks: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    latency_s: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model, "calls": self.calls, "retries": self.retries,
+            "reasks": self.reasks, "promptTokens": self.prompt_tokens,
+            "completionTokens": self.completion_tokens, "costUsd": self.cost_usd,
+            "latencySeconds": round(self.latency_s, 6),
+        }
+
+
+@dataclass
+class Meter:
+    model: str
+    started: float = field(default_factory=time.monotonic)
+    calls: int = 0
+    retries: int = 0
+    reasks: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+
+    def add(self, response: Any, cost: float | None) -> None:
+        usage = getattr(response, "usage", None)
+        self.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
+        self.completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
+        if cost is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + cost
+
+    def freeze(self) -> JudgeUsage:
+        return JudgeUsage(model=self.model, calls=self.calls, retries=self.retries,
+                          reasks=self.reasks, prompt_tokens=self.prompt_tokens,
+                          completion_tokens=self.completion_tokens, cost_usd=self.cost_usd,
+                          latency_s=time.monotonic() - self.started)

@@ -1,0 +1,161 @@
+"""Building the pipeline's parts from arguments and settings.
+
+The only pipeline module that reads configuration (:mod:`otel_scorers.config`) or builds judge
+clients (:mod:`otel_scorers.judge`): the processor and the evaluation see finished objects.
+Invalid configuration raises :class:`~otel_scorers.errors.ConfigError` here, at construction,
+never at run time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from otel_scorers.capture import CaptureMapping, Extractor
+from otel_scorers.config import (
+    JudgeSettings,
+    SamplingSettings,
+    SelectionSettings,
+    Settings,
+    load_settings,
+)
+from otel_scorers.errors import ConfigError
+from otel_scorers.judge.client import JudgeClient
+from otel_scorers.judge.retry import RetryPolicy
+from otel_scorers.pipeline.sampling import Boost, Sampler, Sampling
+from otel_scorers.pipeline.selection import Selection
+from otel_scorers.scorers.alignment import PromptAlignmentScorer
+from otel_scorers.scorers.base import Scorer
+from otel_scorers.scorers.rubric import RubricLike, RubricScorer
+
+__all__ = [
+    "ScorerSpec",
+    "Slot",
+    "build_slots",
+    "capture_from",
+    "judge_from",
+    "resolve_settings",
+    "rubrics_from",
+    "sampling_from",
+    "scorers_from",
+    "selection_from",
+]
+
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class ScorerSpec:
+    """A scorer with its own sampling policy (otherwise the processor's applies)."""
+
+    scorer: Scorer
+    sampling: Sampling | None = None
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One scorer of a processor, with its sampler (ratio, rate limit, budget)."""
+
+    name: str
+    scorer: Scorer
+    sampler: Sampler
+
+
+def resolve_settings(arguments: Mapping[str, Any], config: str | Path | None) -> Settings:
+    """Settings from ``arguments`` (``None`` values dropped) over env over file over defaults."""
+    given = {key: value for key, value in arguments.items() if value is not None}
+    return load_settings(given, config=config).settings
+
+
+def build_slots(scorers: Sequence[Scorer | ScorerSpec], default: Sampling) -> tuple[Slot, ...]:
+    """One slot per scorer; names must be unique and usable inside attribute names."""
+    if not scorers:
+        raise ConfigError("ScoringSpanProcessor needs at least one scorer")
+    slots: list[Slot] = []
+    for item in scorers:
+        spec = item if isinstance(item, ScorerSpec) else ScorerSpec(item)
+        scorer = spec.scorer
+        if not isinstance(scorer, Scorer):
+            raise ConfigError(f"{scorer!r} is not a scorer (needs name, run and arun)")
+        name = getattr(scorer, "name", "")
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise ConfigError(f"scorer name {name!r} must match {_NAME.pattern} (it becomes "
+                              "part of attribute names)")
+        if any(s.name == name for s in slots):
+            raise ConfigError(f"two scorers are named {name!r}: give them distinct names")
+        slots.append(Slot(name, scorer, Sampler(spec.sampling or default)))
+    return tuple(slots)
+
+
+def capture_from(settings: Settings, capture: CaptureMapping | Extractor | None
+                 ) -> tuple[CaptureMapping | None, Extractor | None]:
+    """The user's attribute mapping or extractor (the argument wins over the settings)."""
+    if capture is None:
+        mapping = settings.capture.model_dump()
+        capture = CaptureMapping(**mapping) if any(mapping.values()) else None
+    if capture is None or isinstance(capture, CaptureMapping):
+        return capture, None
+    if callable(capture):
+        return None, capture
+    raise ConfigError("capture must be a CaptureMapping or a callable")
+
+
+def rubrics_from(settings: Settings, rubrics: Mapping[str, RubricLike] | None
+                 ) -> dict[str, Any]:
+    """Rubrics per agent name (``"*"``: any agent); the argument wins over the settings."""
+    if rubrics is not None:
+        return dict(rubrics)
+    return {agent: _plain_rubric(rubric) for agent, rubric in settings.rubrics.items()}
+
+
+def sampling_from(settings: SamplingSettings) -> Sampling:
+    return Sampling(
+        ratio=settings.ratio, error_ratio=settings.error_ratio,
+        boosts=tuple(Boost(b.attribute, b.value, b.ratio) for b in settings.boosts),
+        rate_limit=settings.rate_limit, budget_tokens_per_hour=settings.budget_tokens_per_hour,
+        budget_cost_per_hour=settings.budget_cost_per_hour, salt=settings.salt)
+
+
+def selection_from(settings: SelectionSettings) -> Selection:
+    return Selection(agent_conventions=settings.agent_conventions,
+                     include_llm_spans=settings.include_llm_spans,
+                     span_names=tuple(settings.span_names), attributes=dict(settings.attributes),
+                     agents=tuple(settings.agents))
+
+
+def _plain_rubric(rubric: Any) -> Any:
+    if isinstance(rubric, list):
+        return [item.model_dump() if isinstance(item, BaseModel) else item for item in rubric]
+    return rubric
+
+
+def judge_from(settings: JudgeSettings) -> JudgeClient:
+    return JudgeClient(
+        settings.model, api_base=settings.api_base,
+        api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+        temperature=settings.temperature, max_tokens=settings.max_tokens,
+        timeout_s=settings.timeout_s, retry=RetryPolicy(max_retries=settings.max_retries),
+        structured_output=settings.structured_output, redactor=settings.redact)
+
+
+def scorers_from(settings: Settings) -> list[ScorerSpec]:
+    """Build the scorers a configuration describes (one judge client shared by all)."""
+    judge = judge_from(settings.judge)
+    specs: list[ScorerSpec] = []
+    for item in settings.scorers:
+        scorer: Scorer
+        if item.type == "rubric":
+            scorer = RubricScorer(judge, _plain_rubric(item.criteria), scale=item.scale,
+                                  name=item.name or "rubric")
+        else:
+            scorer = PromptAlignmentScorer(judge, scale=item.scale,
+                                           evaluation_mode=item.evaluation_mode,
+                                           pass_threshold=item.pass_threshold,
+                                           name=item.name or "prompt_alignment")
+        specs.append(ScorerSpec(scorer, sampling_from(item.sampling) if item.sampling else None))
+    return specs

@@ -1,0 +1,218 @@
+"""One evaluation of one run: capture, budget and cache, the scorer call, the decision, emission.
+
+The processor's hooks hand a :class:`Job` (an ended span and the scorers that sampled it) to
+the worker, which awaits :meth:`Evaluation.run` on the library's background loop. Every
+(span, scorer) pair of a job ends in exactly one counted decision, and a span held for
+enriched export is released once all its scorers are done, whatever happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_scorers.capture import (
+    Captured,
+    CaptureMapping,
+    Extractor,
+    Limits,
+    agent_name,
+    capture_span,
+)
+from otel_scorers.capture.trace import TraceBuffer
+from otel_scorers.emit import names as n
+from otel_scorers.emit.attributes import ContentPolicy, result_attributes
+from otel_scorers.emit.enriched import EnrichedExport
+from otel_scorers.emit.metrics import ScorerMetrics
+from otel_scorers.emit.names import Decision, Reason
+from otel_scorers.emit.spans import Emitter
+from otel_scorers.errors import JudgeTimeoutError
+from otel_scorers.pipeline.build import Slot
+from otel_scorers.pipeline.cache import ResultCache
+from otel_scorers.pipeline.counts import DecisionCounts
+from otel_scorers.scorers.base import Scorer
+from otel_scorers.scorers.result import ScoreError, ScoreResult
+from otel_scorers.scorers.rubric import RubricLike
+from otel_scorers.scorers.run import ScorerRun
+
+__all__ = ["Evaluation", "Job", "decision_of"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Job:
+    """An ended span to evaluate and the scorers that sampled it."""
+
+    span: ReadableSpan
+    slots: tuple[Slot, ...]
+
+
+@dataclass
+class Evaluation:
+    """Everything one evaluation needs; :meth:`run` evaluates one job."""
+
+    counts: DecisionCounts
+    metrics: ScorerMetrics
+    emitter: Emitter
+    policy: ContentPolicy
+    cache: ResultCache
+    timeout_s: float
+    log_once: Callable[[str, str], None]
+    mapping: CaptureMapping | None = None
+    extractor: Extractor | None = None
+    limits: Limits = field(default_factory=Limits)
+    rubrics: Mapping[str, RubricLike] | None = None
+    buffer: TraceBuffer | None = None
+    enriched: EnrichedExport | None = None
+
+    # -- capture --------------------------------------------------------------------------
+    def capture(self, span: ReadableSpan, *,
+                descendants: Sequence[ReadableSpan] | None = None) -> Captured:
+        """The run to judge for ``span`` (no judge call, nothing counted)."""
+        return capture_span(span, mapping=self.mapping, extractor=self.extractor,
+                            limits=self.limits, descendants=list(descendants or ()),
+                            rubric=self._rubric_for(span))
+
+    def agent_of(self, span: ReadableSpan) -> str | None:
+        """The agent name of ``span`` as capture reads it (the mapping's key first)."""
+        return agent_name(span, self.mapping)
+
+    def _rubric_for(self, span: ReadableSpan) -> RubricLike | None:
+        if not self.rubrics:
+            return None
+        agent = self.agent_of(span)
+        chosen: RubricLike | None = self.rubrics.get(agent or "", self.rubrics.get("*"))
+        return chosen
+
+    # -- one job --------------------------------------------------------------------------
+    async def run(self, job: Job, *, descendants: Sequence[ReadableSpan] | None = None
+                  ) -> list[ScoreResult]:
+        """Capture ``job.span``'s run and judge it with each of the job's scorers.
+
+        Returns the results in scorer order; an empty list when nothing could be captured (the
+        ``filtered`` decision says why).
+        """
+        span = job.span
+        try:
+            if descendants is None:
+                descendants = self.buffer.descendants(span) if self.buffer is not None else []
+            captured = self.capture(span, descendants=descendants)
+        except Exception:
+            self.log_once("capture", "otel-scorers capture failed unexpectedly")
+            captured = Captured(None, reason=Reason.INTERNAL)
+        if self.buffer is not None and span.parent is None and span.context is not None:
+            self.buffer.discard(span.context.trace_id)
+        if captured.run is None:
+            for slot in job.slots:
+                self.counts.add(slot.name, Decision.FILTERED, captured.reason or Reason.NO_CONTENT)
+                self.release(span, {})
+            logger.debug("span %s not scored: %s (%s)", span.name, captured.reason,
+                         captured.detail)
+            return []
+        results = await asyncio.gather(*(self._score(span, slot, captured)
+                                          for slot in job.slots))
+        return [result for result in results if result is not None]
+
+    async def _score(self, span: ReadableSpan, slot: Slot, captured: Captured
+                     ) -> ScoreResult | None:
+        """Judge one run with one scorer; counts exactly one terminal decision."""
+        attributes: dict[str, Any] = {}
+        counted = False
+        run = captured.run
+        assert run is not None
+        try:
+            budget = slot.sampler.budget
+            if budget is not None and budget.exhausted():
+                self.counts.add(slot.name, Decision.BUDGET_EXHAUSTED)
+                counted = True
+                self.log_once(f"budget:{slot.name}", f"otel-scorers judge budget of scorer "
+                              f"{slot.name} is spent for this hour: runs are skipped")
+                return None
+            start_ns = time.time_ns()
+            key = _cache_key(slot.scorer, run) if self.cache.enabled else None
+            cached = self.cache.get(key) if key is not None else None
+            if cached is not None:
+                result = cached.model_copy(update={"run_id": run.run_id, "cached": True})
+                decision, reason, error_type = Decision.CACHED, None, None
+            else:
+                result = await self._judge(slot, run)
+                if key is not None:
+                    self.cache.put(key, result)
+                if budget is not None and result.judge is not None:
+                    budget.spend(result.judge.total_tokens, result.judge.cost_usd)
+                decision, reason, error_type = decision_of(result)
+            self.counts.add(slot.name, decision, reason, error_type)
+            counted = True
+            if decision != Decision.FILTERED:
+                attributes = self._emit(span, slot, captured, result, start_ns)
+            return result
+        except asyncio.CancelledError:
+            if not counted:
+                self.counts.add(slot.name, Decision.DROPPED, Reason.SHUTDOWN)
+            raise
+        except Exception:
+            if not counted:
+                self.counts.add(slot.name, Decision.ERROR, None, Reason.INTERNAL)
+            self.log_once(f"score:{slot.name}", f"otel-scorers scorer {slot.name} failed "
+                          "unexpectedly")
+            return None
+        finally:
+            self.release(span, attributes)
+
+    async def _judge(self, slot: Slot, run: ScorerRun) -> ScoreResult:
+        try:
+            return await asyncio.wait_for(slot.scorer.arun(run), timeout=self.timeout_s)
+        except asyncio.TimeoutError:
+            error = JudgeTimeoutError(
+                f"evaluation exceeded evaluation_timeout_s={self.timeout_s:g}")
+            return ScoreResult(run_id=run.run_id, scorer=slot.name,
+                               scale=float(getattr(slot.scorer, "scale", 1.0)),
+                               error=ScoreError.from_exception(error),
+                               reason=f"Not scored: {error}")
+
+    def _emit(self, span: ReadableSpan, slot: Slot, captured: Captured, result: ScoreResult,
+              start_ns: int) -> dict[str, Any]:
+        """Metrics, evaluation span and event; returns the attributes for enriched export."""
+        try:
+            self.metrics.result(result, captured.agent)
+            self.emitter.emit(span, result, agent=captured.agent, source=captured.source,
+                              start_ns=start_ns, end_ns=time.time_ns())
+        except Exception:
+            self.log_once("emit", "otel-scorers could not emit an evaluation result")
+        return result_attributes(result, f"{n.PREFIX}{slot.name}.", self.policy)
+
+    def release(self, span: ReadableSpan, attributes: dict[str, Any]) -> None:
+        """One scorer is done with ``span``: hand its attributes to enriched export."""
+        if self.enriched is not None and span.context is not None:
+            self.enriched.add(span.context.span_id, attributes)
+
+
+def _cache_key(scorer: Scorer, run: ScorerRun) -> str | None:
+    key_of = getattr(scorer, "cache_key", None)
+    if key_of is None:
+        return None
+    key = key_of(run)
+    return None if key is None else f"{getattr(scorer, 'name', '')}:{key}"
+
+
+def decision_of(result: ScoreResult) -> tuple[str, str | None, str | None]:
+    """The terminal decision of a finished evaluation.
+
+    A result the scorer skipped (a rubric scorer with no rubric for the run) still carries the
+    seed's default score, but nothing was judged: live scoring counts it as filtered and emits
+    no score, so pass rates and score histograms only count judged runs.
+    """
+    if result.skipped is not None:
+        return Decision.FILTERED, result.skipped, None
+    if result.error is None:
+        return Decision.SCORED, None, None
+    if result.error.type == "invalid_input":
+        return Decision.FILTERED, Reason.INVALID_INPUT, None
+    return Decision.ERROR, None, result.error.type

@@ -1,0 +1,184 @@
+"""Scripted judge answers: what a real judge would return for this library's schemas.
+
+:class:`Answer` is one scripted response (a chat completion, an HTTP fault, raw bytes or a
+hang); :func:`rubric_answer` and :func:`alignment_answer` build the JSON of a verdict so tests
+state verdicts rather than hand-write JSON; :func:`judge_responder` answers any request of the
+built-in scorers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "Answer",
+    "RecordedRequest",
+    "Responder",
+    "alignment_answer",
+    "fault",
+    "garbage",
+    "hang",
+    "judge_responder",
+    "reply",
+    "rubric_answer",
+]
+
+@dataclass(frozen=True)
+class Answer:
+    """One scripted response: a chat completion, an HTTP fault, raw bytes, or a hang."""
+
+    content: str | None = None
+    status: int = 200
+    body: bytes | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    finish_reason: str = "stop"
+    prompt_tokens: int = 100
+    completion_tokens: int = 50
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """A request the server received, decoded (header names lower-cased)."""
+
+    path: str
+    headers: Mapping[str, str]
+    body: Mapping[str, Any]
+    received_at: float
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.body.get("messages", []))
+
+    @property
+    def text(self) -> str:
+        """All message contents joined: what the judge was shown."""
+        parts: list[str] = []
+        for message in self.messages:
+            content = message.get("content")
+            if isinstance(content, str):
+                parts.append(content)
+            elif isinstance(content, list):
+                parts.extend(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        return "\n".join(parts)
+
+
+def reply(content: str | Mapping[str, Any], **kwargs: Any) -> Answer:
+    """A successful completion whose message content is ``content`` (dicts are JSON-encoded)."""
+    text = content if isinstance(content, str) else json.dumps(content)
+    return Answer(content=text, **kwargs)
+
+
+def fault(status: int, *, retry_after: float | None = None, message: str = "scripted fault",
+          delay_s: float = 0.0) -> Answer:
+    """An HTTP error in the OpenAI error format, optionally with a ``Retry-After`` header."""
+    headers = {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
+    body = json.dumps({"error": {"message": message, "type": "scripted", "code": status}})
+    return Answer(status=status, body=body.encode(), headers=headers, delay_s=delay_s)
+
+
+def garbage(body: bytes = b"\x00\xffnot json at all<html>", status: int = 200) -> Answer:
+    """A response body that is not a chat completion at all."""
+    return Answer(status=status, body=body)
+
+
+def hang(seconds: float) -> Answer:
+    """Hold the connection open for ``seconds`` before answering 200 with an empty JSON object."""
+    return Answer(content="{}", delay_s=seconds)
+
+
+def rubric_answer(verdicts: Sequence[bool], *, reasoning: Sequence[str] | None = None,
+                  overall: str = "Scripted overall assessment.") -> dict[str, Any]:
+    """The judge JSON for a rubric with one verdict per criterion, in criterion order."""
+    notes = list(reasoning) if reasoning is not None else [
+        f"Scripted reasoning for criterion {i}." for i in range(1, len(verdicts) + 1)
+    ]
+    return {
+        "verdicts": {
+            f"c{i}": {"reasoning": note, "satisfied": bool(ok)}
+            for i, (ok, note) in enumerate(zip(verdicts, notes, strict=True), start=1)
+        },
+        "overallAssessment": overall,
+    }
+
+
+def _dimensions(scores: Sequence[float], *, requirements: Iterable[tuple[str, bool]] = (),
+                missing: Sequence[str] = ()) -> dict[str, Any]:
+    intent, reqs, complete, appropriate = scores
+    return {
+        "intentAlignment": {
+            "primaryIntent": "scripted intent", "reasoning": "scripted intent reasoning",
+            "isAddressed": intent >= 0.5, "score": intent,
+        },
+        "requirementsFulfillment": {
+            "requirements": [
+                {"requirement": r, "reasoning": "scripted", "isFulfilled": ok}
+                for r, ok in requirements
+            ],
+            "overallScore": reqs,
+        },
+        "completeness": {
+            "missingElements": list(missing), "reasoning": "scripted completeness reasoning",
+            "score": complete,
+        },
+        "responseAppropriateness": {
+            "reasoning": "scripted appropriateness reasoning",
+            "formatAlignment": appropriate >= 0.5,
+            "toneAlignment": appropriate >= 0.5, "score": appropriate,
+        },
+    }
+
+
+def alignment_answer(user: Sequence[float] | None = None, system: Sequence[float] | None = None,
+                     *, requirements: Iterable[tuple[str, bool]] = (), missing: Sequence[str] = (),
+                     overall: str = "Scripted overall assessment.") -> dict[str, Any]:
+    """The judge JSON for the prompt-alignment scorer.
+
+    ``user`` and ``system`` are the four dimension scores (intent, requirements, completeness,
+    appropriateness); give the ones the scorer's mode asks for.
+    """
+    answer: dict[str, Any] = {}
+    reqs = list(requirements)
+    if user is not None:
+        answer["userAlignment"] = _dimensions(user, requirements=reqs, missing=missing)
+    if system is not None:
+        answer["systemCompliance"] = _dimensions(system, requirements=reqs, missing=missing)
+    answer["overallAssessment"] = overall
+    return answer
+
+
+Responder = Callable[[RecordedRequest], Answer]
+
+_CRITERION_LINE = re.compile(r"^c(\d+): ", re.MULTILINE)
+
+
+def judge_responder(*, satisfied: bool | Callable[[int, str], bool] = True,
+                    user: Sequence[float] = (1.0, 1.0, 1.0, 1.0),
+                    system: Sequence[float] = (1.0, 1.0, 1.0, 1.0),
+                    delay_s: float = 0.0, prompt_tokens: int = 100,
+                    completion_tokens: int = 50) -> Responder:
+    """A responder that answers any rubric or prompt-alignment request of this library.
+
+    Rubric requests get one verdict per criterion (``satisfied``, or ``satisfied(i, text)``
+    per criterion); alignment requests get the dimension scores their mode asks for.
+    """
+    def respond(request: RecordedRequest) -> Answer:
+        user_text = request.messages[-1].get("content", "") if request.messages else ""
+        criteria = _CRITERION_LINE.findall(str(user_text))
+        if criteria:
+            texts = re.findall(r"^c\d+: (.*)$", str(user_text), re.MULTILINE)
+            verdicts = [satisfied(i, t) if callable(satisfied) else satisfied
+                        for i, t in enumerate(texts, start=1)]
+            content: Mapping[str, Any] = rubric_answer(verdicts)
+        else:
+            task = str(user_text)
+            content = alignment_answer(
+                user=user if '"userAlignment"' in task else None,
+                system=system if '"systemCompliance"' in task else None)
+        return reply(content, delay_s=delay_s, prompt_tokens=prompt_tokens,
+                     completion_tokens=completion_tokens)
+    return respond
