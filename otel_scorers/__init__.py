@@ -1,7 +1,11 @@
 """otel-scorers: judge AI-agent runs live inside the OpenTelemetry pipeline.
 
-Importing this package is cheap: litellm (seconds to import) is loaded on the first judge call.
+The public face: the scorers, the judge client, the errors and :class:`ScoringSpanProcessor`.
+Importing this package is cheap: litellm (seconds to import) is loaded on the first judge call,
+and the span processor (with the OTel SDK pipeline behind it) on first access.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from otel_scorers._version import __version__
 from otel_scorers.errors import (
@@ -39,6 +43,9 @@ from otel_scorers.scorers import (
     self_correct,
 )
 
+if TYPE_CHECKING:
+    from otel_scorers.pipeline.processor import ScoringSpanProcessor
+
 __all__ = [
     "AlignmentAnalysis",
     "BaseScorer",
@@ -67,6 +74,7 @@ __all__ = [
     "Scorer",
     "ScorerInputError",
     "ScorerRun",
+    "ScoringSpanProcessor",
     "__version__",
     "aself_correct",
     "create_prompt_alignment_scorer_llm",
@@ -75,3 +83,12 @@ __all__ = [
     "parse_rubric",
     "self_correct",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``ScoringSpanProcessor`` is imported on first access (it pulls in the SDK pipeline)."""
+    if name == "ScoringSpanProcessor":
+        from otel_scorers.pipeline.processor import ScoringSpanProcessor
+
+        return ScoringSpanProcessor
+    raise AttributeError(f"module 'otel_scorers' has no attribute {name!r}")

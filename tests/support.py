@@ -1,12 +1,25 @@
-"""Helpers shared by the tests that start real programs (gateways, Prometheus, Phoenix)."""
+"""Helpers shared by the tests: traced agent runs and the programs some tests start (gateways,
+Prometheus, Phoenix)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import Status, StatusCode
+from oteltap import OtelTapHttpProtobufReceiver, OtelTapHttpProtobufReceiverSettings
+
+from otel_scorers.testing import CapturedTelemetry
+
+#: The in-memory telemetry of the ``telemetry`` fixture.
+Telemetry = CapturedTelemetry
 
 
 def free_port() -> int:
@@ -31,3 +44,68 @@ def wait_until_up(url: str, process: subprocess.Popen[str] | subprocess.Popen[by
             process.kill()
             raise RuntimeError(f"{url} did not come up: {output()}")
         time.sleep(0.2)
+
+
+def genai_attributes(prompt: str = "Hello, who are you?", answer: str = "Hi! I am a bot.",
+                     system: str | None = "Be polite.", agent: str = "support-bot",
+                     **extra: Any) -> dict[str, Any]:
+    attrs: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": agent,
+        "gen_ai.input.messages": json.dumps(
+            [{"role": "user", "parts": [{"type": "text", "content": prompt}]}]),
+        "gen_ai.output.messages": json.dumps(
+            [{"role": "assistant", "parts": [{"type": "text", "content": answer}],
+              "finish_reason": "stop"}]),
+    }
+    if system is not None:
+        attrs["gen_ai.system_instructions"] = json.dumps([{"type": "text", "content": system}])
+    attrs.update(extra)
+    return attrs
+
+
+def end_agent_span(telemetry: Telemetry, *, error: bool = False, name: str = "invoke_agent",
+                   **attrs: Any) -> ReadableSpan:
+    with telemetry.tracer().start_as_current_span(
+            name, attributes=genai_attributes(**attrs)) as span:
+        if error:
+            span.set_status(Status(StatusCode.ERROR, "boom"))
+    return span  # type: ignore[return-value]
+
+
+class Upstream:
+    """oteltap on 127.0.0.1 collecting every span it receives."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.spans: list[Any] = []
+        self.logs: list[Any] = []
+        self.metrics: list[Any] = []
+        self._tap = OtelTapHttpProtobufReceiver(
+            OtelTapHttpProtobufReceiverSettings(http_port=self.port))
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def __aenter__(self) -> Upstream:
+        await self._tap.start()
+        self._tasks = [asyncio.create_task(self._collect(stream, into)) for stream, into in (
+            (self._tap.stream_traces(), self.spans), (self._tap.stream_logs(), self.logs),
+            (self._tap.stream_metrics(), self.metrics))]
+        await asyncio.sleep(0.2)
+        return self
+
+    async def _collect(self, stream: AsyncIterator[Any], into: list[Any]) -> None:
+        async for item in stream:
+            into.append(item)
+
+    async def __aexit__(self, *exc: object) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await self._tap.stop()
+
+    async def wait_for(self, check: Any, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not check(self.spans):
+            if time.monotonic() > deadline:
+                return
+            await asyncio.sleep(0.1)

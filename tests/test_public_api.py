@@ -11,7 +11,8 @@ EXPECTED = [
     "JudgeRateLimitError", "JudgeRequestError", "JudgeResponseError", "JudgeServerError",
     "JudgeTimeoutError", "JudgeTruncatedError", "JudgeUsage", "Message", "OtelScorersError",
     "PromptAlignmentScorer", "RegexRedactor", "RetryPolicy", "RubricAnalysis", "RubricScorer",
-    "ScoreResult", "Scorer", "ScorerInputError", "ScorerRun", "__version__", "aself_correct",
+    "ScoreResult", "Scorer", "ScorerInputError", "ScorerRun", "ScoringSpanProcessor",
+    "__version__", "aself_correct",
     "create_prompt_alignment_scorer_llm", "create_rubric_scorer", "is_task_complete",
     "parse_rubric", "self_correct",
 ]
@@ -24,15 +25,18 @@ def test_public_api_is_pinned() -> None:
         assert hasattr(otel_scorers, name), name
 
 
-def test_import_is_cheap_and_does_not_load_litellm() -> None:
-    code = ("import sys, time; t = time.perf_counter(); import otel_scorers; "
+def test_import_does_not_load_litellm_or_the_pipeline() -> None:
+    # What is loaded, not how long it takes: a timing bound would fail on a busy machine (the
+    # import time is a benchmark figure, bench/run.py).
+    code = ("import sys; import otel_scorers; "
             "from otel_scorers import RubricScorer, PromptAlignmentScorer; "
             "RubricScorer('openai/x', '- a'); PromptAlignmentScorer('openai/x'); "
-            "print(time.perf_counter() - t, 'litellm' in sys.modules)")
+            "print('litellm' in sys.modules, 'otel_scorers.pipeline.processor' in sys.modules); "
+            "otel_scorers.ScoringSpanProcessor; "
+            "print('otel_scorers.pipeline.processor' in sys.modules, 'litellm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
-    assert out[1] == "False"
-    assert float(out[0]) < 2.0
+    assert out == ["False", "False", "True", "False"]
 
 
 def test_error_types_are_stable() -> None:

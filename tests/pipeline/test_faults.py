@@ -29,8 +29,7 @@ from otel_scorers.testing import (
     reply,
     rubric_answer,
 )
-
-from .conftest import Telemetry, end_agent_span
+from tests.support import Telemetry, end_agent_span
 
 RUNS = 5
 FAST = RetryPolicy(max_retries=2, initial_backoff_s=0.01, max_backoff_s=0.05)

@@ -21,9 +21,7 @@ from otel_scorers import PromptAlignmentScorer, RubricScorer
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.pipeline import ScoringSpanProcessor
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
-from tests.support import free_port
-
-from .conftest import genai_attributes
+from tests.support import free_port, genai_attributes
 
 
 def attrs_of(message: Any) -> dict[str, Any]:

@@ -15,8 +15,7 @@ from otel_scorers.emit.names import Decision
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.pipeline import Sampling, ScorerSpec, Selection
 from otel_scorers.testing import ScriptedJudgeServer, fault, hang, judge_responder
-
-from .conftest import Telemetry, end_agent_span
+from tests.support import Telemetry, end_agent_span
 
 TERMINAL = Decision.TERMINAL
 

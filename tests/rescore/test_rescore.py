@@ -20,8 +20,7 @@ from otel_scorers.cli import main
 from otel_scorers.otlp import OTLPDecodeError, decode_request, read_requests, request_to_json
 from otel_scorers.pipeline import ScoringSpanProcessor
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
-
-from .conftest import genai_attributes
+from tests.support import genai_attributes
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -203,7 +202,7 @@ async def test_emit_sends_evaluation_telemetry_over_otlp(
         live: dict[str, Any], tmp_path: Path, judge_server: ScriptedJudgeServer) -> None:
     import asyncio
 
-    from .test_gateway import Upstream
+    from tests.support import Upstream
 
     json_path, _ = _write_files(tmp_path, live["app"])
     async with Upstream() as upstream:

@@ -10,8 +10,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_scorers import RubricScorer
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.testing import ScriptedJudgeServer, hang, judge_responder
-
-from .conftest import Telemetry, end_agent_span
+from tests.support import Telemetry, end_agent_span
 
 
 def exported(out: InMemorySpanExporter, name: str) -> list[Any]:

@@ -8,8 +8,7 @@ from typing import Any
 
 from otel_scorers.emit import names
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
-
-from .conftest import Telemetry, end_agent_span
+from tests.support import Telemetry, end_agent_span
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 

@@ -17,8 +17,7 @@ from otel_scorers.background_loop import run_sync
 from otel_scorers.judge.client import JudgeClient, load_litellm
 from otel_scorers.pipeline import Selection
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder, reply
-
-from .conftest import Telemetry
+from tests.support import Telemetry
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -25,12 +25,9 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from oteltap import OtelTapHttpProtobufReceiver, OtelTapHttpProtobufReceiverSettings
 
 from otel_scorers.testing import ScriptedJudgeServer, TraceIdRouter, judge_responder
-from tests.support import free_port, wait_until_up
-
-from .conftest import genai_attributes
+from tests.support import Upstream, free_port, genai_attributes, wait_until_up
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -90,44 +87,6 @@ def post(url: str, body: bytes, content_type: str, encoding: str | None = None
             return response.status, response.read(), dict(response.headers)
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read(), dict(exc.headers)
-
-
-class Upstream:
-    """oteltap on 127.0.0.1 collecting every span it receives."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.spans: list[Any] = []
-        self.logs: list[Any] = []
-        self.metrics: list[Any] = []
-        self._tap = OtelTapHttpProtobufReceiver(
-            OtelTapHttpProtobufReceiverSettings(http_port=self.port))
-        self._tasks: list[asyncio.Task[None]] = []
-
-    async def __aenter__(self) -> Upstream:
-        await self._tap.start()
-        self._tasks = [asyncio.create_task(self._collect(stream, into)) for stream, into in (
-            (self._tap.stream_traces(), self.spans), (self._tap.stream_logs(), self.logs),
-            (self._tap.stream_metrics(), self.metrics))]
-        await asyncio.sleep(0.2)
-        return self
-
-    async def _collect(self, stream: AsyncIterator[Any], into: list[Any]) -> None:
-        async for item in stream:
-            into.append(item)
-
-    async def __aexit__(self, *exc: object) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await self._tap.stop()
-
-    async def wait_for(self, check: Any, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not check(self.spans):
-            if time.monotonic() > deadline:
-                return
-            await asyncio.sleep(0.1)
 
 
 def run_app(endpoint: str, runs: int, *, grpc: bool = False) -> list[ReadableSpan]:

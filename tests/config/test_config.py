@@ -125,7 +125,7 @@ def test_processor_from_file(config_file: Path, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_every_env_var_is_documented() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     for name in [*ENV_VARS, "OTEL_SCORERS_CONFIG"]:
         assert f"`{name}`" in readme, name
 

@@ -16,8 +16,7 @@ from otel_scorers.capture.trace import TraceBuffer
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.scorers.rubric import RubricScorer
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
-
-from .conftest import Telemetry
+from tests.support import Telemetry
 
 _ids = iter(range(1, 1_000_000))
 RESOURCE = Resource.get_empty()

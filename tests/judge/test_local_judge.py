@@ -19,8 +19,7 @@ import pytest
 
 from otel_scorers import PromptAlignmentScorer, RubricScorer
 from otel_scorers.judge.client import JudgeClient
-
-from .conftest import Telemetry, end_agent_span
+from tests.support import Telemetry, end_agent_span
 
 pytestmark = [pytest.mark.local_model, pytest.mark.timeout(900)]
 

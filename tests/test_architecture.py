@@ -1,0 +1,135 @@
+"""docs/architecture.md states the layers and their import directions; the code must obey them.
+
+Every import of an ``otel_scorers`` module anywhere in the package (module level or inside a
+function) is checked against the table, plus the page's extra rules.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "otel_scorers"
+PAGE = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    modules: tuple[str, ...]
+    may_import: tuple[str, ...]
+
+
+def layers() -> list[Layer]:
+    section = PAGE.split("## The layers", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")][1:]
+    out = []
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        if set(cells[0]) <= {"-"}:
+            continue
+        modules = tuple(re.findall(r"`([\w.]+)`", cells[1]))
+        may = ("*",) if cells[2] == "`*`" else tuple(re.findall(r"`([\w.]+)`", cells[2]))
+        out.append(Layer(cells[0], modules, may))
+    return out
+
+
+LAYERS = layers()
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" and len(parts) > 1 else parts)
+
+
+def layer_of(module: str) -> Layer:
+    """The layer whose listed module is the longest prefix of ``module``."""
+    best: tuple[int, Layer] | None = None
+    for layer in LAYERS:
+        for listed in layer.modules:
+            matches = module == listed or module.startswith(listed + ".")
+            if matches and (best is None or len(listed) > best[0]):
+                best = (len(listed), layer)
+    if best is None:
+        raise AssertionError(f"otel_scorers.{module} is in no layer of docs/architecture.md")
+    return best[1]
+
+
+def imports(path: Path) -> list[tuple[str, int]]:
+    """(imported module, line) for every import in ``path``, relative names resolved."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            out.append((node.module, node.lineno))
+            # "from otel_scorers.emit import names" imports the module otel_scorers.emit.names
+            out.extend((f"{node.module}.{alias.name}", node.lineno) for alias in node.names
+                       if (PACKAGE / Path(*node.module.split(".")[1:]) / alias.name).exists()
+                       or (PACKAGE / Path(*node.module.split(".")[1:])
+                           / f"{alias.name}.py").exists())
+    return out
+
+
+SOURCES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_the_page_lists_layers() -> None:
+    assert {layer.name for layer in LAYERS} >= {"leaves", "judge", "scorers", "capture", "emit",
+                                                 "pipeline", "entry points"}
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=module_name)
+def test_imports_follow_the_layers(path: Path) -> None:
+    own = layer_of(module_name(path))
+    leaves = next(layer for layer in LAYERS if layer.name == "leaves")
+    for target, line in imports(path):
+        if not target.startswith("otel_scorers.") or own.may_import == ("*",):
+            continue
+        other = layer_of(target.removeprefix("otel_scorers."))
+        allowed = (other in (own, leaves)
+                   or any(m in own.may_import for m in other.modules))
+        assert allowed, (f"{path.relative_to(ROOT)}:{line} imports {target} "
+                         f"({own.name} -> {other.name}), which docs/architecture.md forbids")
+
+
+def test_only_pipeline_build_reads_config_or_builds_judges() -> None:
+    for path in (PACKAGE / "pipeline").glob("*.py"):
+        if path.name == "build.py":
+            continue
+        for target, line in imports(path):
+            assert not target.startswith(("otel_scorers.config", "otel_scorers.judge")), (
+                f"{path.relative_to(ROOT)}:{line} imports {target}: only pipeline/build.py may")
+
+
+def test_nothing_imports_the_cli() -> None:
+    for path in SOURCES:
+        if module_name(path).startswith(("cli", "__main__")):
+            continue
+        for target, line in imports(path):
+            assert not target.startswith("otel_scorers.cli"), f"{path}:{line} imports the CLI"
+
+
+def test_scorers_and_judge_know_no_spans() -> None:
+    for path in SOURCES:
+        if not module_name(path).startswith(("scorers", "judge")):
+            continue
+        for target, line in imports(path):
+            if target.startswith("opentelemetry"):
+                assert target == "opentelemetry" or target.startswith("opentelemetry.context"), (
+                    f"{path.relative_to(ROOT)}:{line} imports {target}")
+
+
+def test_a_violation_is_caught() -> None:
+    # The check can fail: a pipeline module importing config directly is reported.
+    own = layer_of("pipeline.processor")
+    assert own.name == "pipeline"
+    assert layer_of("capture.trace").name == "capture"
+    capture = layer_of("capture")
+    assert not any(m in capture.may_import for m in layer_of("pipeline").modules)
