@@ -44,6 +44,7 @@ from otel_scorers.scorers import (
 )
 
 if TYPE_CHECKING:
+    from otel_scorers.pipeline.install import install
     from otel_scorers.pipeline.processor import ScoringSpanProcessor
 
 __all__ = [
@@ -79,6 +80,7 @@ __all__ = [
     "aself_correct",
     "create_prompt_alignment_scorer_llm",
     "create_rubric_scorer",
+    "install",
     "is_task_complete",
     "parse_rubric",
     "self_correct",
@@ -86,9 +88,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """``ScoringSpanProcessor`` is imported on first access (it pulls in the SDK pipeline)."""
+    """``ScoringSpanProcessor`` and ``install`` are imported on first access (they pull in
+    the SDK pipeline)."""
     if name == "ScoringSpanProcessor":
         from otel_scorers.pipeline.processor import ScoringSpanProcessor
 
         return ScoringSpanProcessor
+    if name == "install":
+        from otel_scorers.pipeline.install import install
+
+        return install
     raise AttributeError(f"module 'otel_scorers' has no attribute {name!r}")

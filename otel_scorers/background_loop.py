@@ -4,6 +4,11 @@ The scorers and the judge client are written once, as coroutines. ``scorer.run()
 ``scorer.arun()`` to this loop and waits, so sync and async callers share one code path, and
 litellm's async HTTP clients live on a single long-lived loop instead of one loop per call.
 After ``os.fork()`` the child starts a fresh loop on first use.
+
+Exit, in two steps. When the main thread finishes (before any ``atexit`` handler, while thread
+pools, DNS lookups and the SDK exporters still work), :func:`at_main_thread_exit` hooks run:
+processors let pending evaluations finish there, within their ``exit_timeout_s``. Later, at
+``atexit``, processors shut down and the loop closes litellm's clients and stops.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-__all__ = ["in_loop", "on_loop", "run_sync", "submit"]
+__all__ = ["at_main_thread_exit", "before_exit", "in_loop", "on_loop", "run_sync", "submit"]
 
 T = TypeVar("T")
 
@@ -51,6 +56,38 @@ if hasattr(os, "register_at_fork"):
 
 
 _exit_hooks: list[weakref.WeakMethod[Callable[[], Any]]] = []
+_main_exit_hooks: list[weakref.WeakMethod[Callable[[], Any]]] = []
+_main_exit_registered = False
+
+
+def at_main_thread_exit(method: Callable[[], Any]) -> None:
+    """Run the bound ``method`` when the main thread finishes, before ``atexit`` handlers.
+
+    Python runs these (``threading._register_atexit``) before it shuts down thread pools, so
+    judge calls still work (a new HTTP connection resolves its host in a pool thread); the
+    SDK's providers are still up, so what is emitted there is exported by their own shutdown.
+    ``concurrent.futures.thread`` is imported first so that its pool shutdown, registered the
+    same way and run in reverse order, comes after ours.
+    """
+    global _main_exit_registered
+    _main_exit_hooks.append(weakref.WeakMethod(method))
+    if _main_exit_registered:
+        return
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:  # not CPython 3.9+: atexit is the next best place
+        atexit.register(_run_main_exit_hooks)
+    else:
+        with contextlib.suppress(RuntimeError):  # registering during shutdown itself
+            register(_run_main_exit_hooks)
+    _main_exit_registered = True
+
+
+def _run_main_exit_hooks() -> None:
+    for ref in list(_main_exit_hooks):
+        hook = ref()
+        if hook is not None:
+            with contextlib.suppress(Exception):
+                hook()
 
 
 def before_exit(method: Callable[[], Any]) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_scorers import background_loop
 from otel_scorers.capture import attribute_dict
-from otel_scorers.capture.trace import CONTENT_KEY_SET, descends_from
+from otel_scorers.capture.trace import CONTENT_KEY_SET, Piece, pieces_under
 from otel_scorers.judge.client import JudgeClient, JudgeRequest, load_litellm
 from otel_scorers.judge.schema import answer_schema
 from otel_scorers.otlp import read_requests, spans_of
@@ -45,15 +45,18 @@ logger = logging.getLogger(__name__)
 @dataclass
 class _Trace:
     parents: dict[int, int | None] = field(default_factory=dict)
-    content: list[ReadableSpan] = field(default_factory=list)
+    content: list[tuple[ReadableSpan, Mapping[str, Any]]] = field(default_factory=list)
+    agents: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class RunRef:
-    """A selected span to judge, with the content spans under it."""
+    """A selected span to judge, with the content under it that it owns (``nested``: pieces
+    under it that nested agent spans own, judged on their own)."""
 
     span: ReadableSpan
-    descendants: tuple[ReadableSpan, ...]
+    descendants: tuple[Piece, ...]
+    nested: int = 0
 
     @property
     def trace_id(self) -> str:
@@ -67,11 +70,15 @@ class RunRef:
 
 
 def collect_runs(paths: Iterable[str | Path], processor: ScoringSpanProcessor
-                 ) -> tuple[list[RunRef], int]:
-    """Every selected span in ``paths`` (file order) with its descendants; and the span count."""
+                 ) -> tuple[list[RunRef], int, int]:
+    """Every selected span in ``paths`` (file order) with the content it owns; the span count;
+    and how many spans carry conversation content but are neither selected nor part of a
+    selected run (an app traced at the LLM-client level only). As live, a run assembled from
+    LLM spans is judged on the innermost agent span."""
     traces: dict[int, _Trace] = {}
     selected: list[ReadableSpan] = []
     total = 0
+    unselected: set[int] = set()
     for path in paths:
         for request in read_requests(path):
             for span in spans_of(request):
@@ -81,19 +88,26 @@ def collect_runs(paths: Iterable[str | Path], processor: ScoringSpanProcessor
                 entry = traces.setdefault(context.trace_id, _Trace())
                 entry.parents[context.span_id] = (span.parent.span_id
                                                   if span.parent is not None else None)
-                if processor.selects(span):
+                attrs = attribute_dict(span)
+                chosen = processor.selects(span)
+                if chosen:
                     selected.append(span)
-                if not CONTENT_KEY_SET.isdisjoint(attribute_dict(span)):
-                    entry.content.append(span)
+                    if processor.is_agent_span(span):
+                        entry.agents[context.span_id] = (span.start_time or 0,
+                                                         span.end_time or 0)
+                if not CONTENT_KEY_SET.isdisjoint(attrs):
+                    entry.content.append((span, attrs))
+                    if not chosen:
+                        unselected.add(context.span_id)
     runs = []
     for span in selected:
         assert span.context is not None
         entry = traces[span.context.trace_id]
-        root = span.context.span_id
-        runs.append(RunRef(span, tuple(
-            s for s in entry.content if s is not span and s.context is not None
-            and descends_from(s.context.span_id, root, entry.parents))))
-    return runs, total
+        pieces, nested = pieces_under(span.context.span_id, entry.content, {}, entry.parents,
+                                      entry.agents)
+        runs.append(RunRef(span, tuple(pieces), nested))
+        unselected.difference_update(piece.span_id for piece in pieces)
+    return runs, total, len(unselected)
 
 
 def result_line(ref: RunRef, result: ScoreResult, agent: str | None) -> dict[str, Any]:
@@ -137,10 +151,12 @@ class DryRunEstimate:
     models: set[str] = field(default_factory=set)
     by_agent: dict[str, int] = field(default_factory=dict)
     first_runs: list[dict[str, Any]] = field(default_factory=list)
+    hint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"runs": self.runs, "runs_by_agent": self.by_agent,
                 "first_runs": self.first_runs, "not_judged": self.skipped,
+                **({"hint": self.hint} if self.hint else {}),
                 "judge_calls": self.calls,
                 "estimated_input_tokens": self.input_tokens,
                 "estimated_output_tokens": self.output_tokens,
@@ -195,11 +211,13 @@ class Rescorer:
     def __init__(self, processor: ScoringSpanProcessor, *, concurrency: int = 8) -> None:
         self.processor = processor
         self.concurrency = max(1, concurrency)
+        #: Spans with conversation content that no selection rule took (set by ``plan``).
+        self.unselected = 0
 
     def plan(self, paths: Sequence[str | Path], *, limit: int | None = None,
              done: set[tuple[str, str, str]] | None = None) -> tuple[list[RunRef], int, int]:
         """(runs to judge, spans read, runs skipped because already done)."""
-        runs, total = collect_runs(paths, self.processor)
+        runs, total, self.unselected = collect_runs(paths, self.processor)
         names = [getattr(s, "name", "") for s in self.processor.scorers]
         skipped = 0
         if done:
@@ -222,7 +240,8 @@ class Rescorer:
 
         async def one(ref: RunRef, gate: asyncio.Semaphore) -> None:
             async with gate:
-                results = await self.processor.evaluate(ref.span, descendants=ref.descendants)
+                results = await self.processor.evaluate(ref.span, descendants=ref.descendants,
+                                                         nested=ref.nested)
             agent = self.processor.agent_of(ref.span)
             if not results:
                 outcome["not_captured"] += 1
@@ -245,8 +264,16 @@ class Rescorer:
         """Judge calls, tokens and cost ``runs`` would take; no judge is called."""
         litellm = load_litellm()
         estimate = DryRunEstimate(runs=len(runs))
+        if self.unselected:
+            estimate.skipped["content_spans_not_selected"] = self.unselected
+            if not runs:
+                estimate.hint = (
+                    f"{self.unselected} spans carry GenAI content but none is an agent run "
+                    "selected for scoring: to score each LLM call, set include_llm_spans: true "
+                    "(selection) or OTEL_SCORERS_INCLUDE_LLM_SPANS=true")
         for ref in runs:
-            captured = self.processor.capture(ref.span, descendants=ref.descendants)
+            captured = self.processor.capture(ref.span, descendants=ref.descendants,
+                                              nested=ref.nested)
             agent = captured.agent or "(unnamed)"
             estimate.by_agent[agent] = estimate.by_agent.get(agent, 0) + 1
             if len(estimate.first_runs) < 20:

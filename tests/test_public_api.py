@@ -13,7 +13,7 @@ EXPECTED = [
     "PromptAlignmentScorer", "RegexRedactor", "RetryPolicy", "RubricAnalysis", "RubricScorer",
     "ScoreResult", "Scorer", "ScorerInputError", "ScorerRun", "ScoringSpanProcessor",
     "__version__", "aself_correct",
-    "create_prompt_alignment_scorer_llm", "create_rubric_scorer", "is_task_complete",
+    "create_prompt_alignment_scorer_llm", "create_rubric_scorer", "install", "is_task_complete",
     "parse_rubric", "self_correct",
 ]
 

@@ -33,6 +33,8 @@ from otel_scorers.capture.conventions import (
     loose_messages,
     parse_json,
 )
+from otel_scorers.capture.logs import RecordContent, found_in_records
+from otel_scorers.capture.trace import Piece
 from otel_scorers.emit.names import RUBRIC_ATTRIBUTE, Reason
 from otel_scorers.scorers.run import Message, RunLike, ScorerRun
 
@@ -97,26 +99,39 @@ def run_id(span: ReadableSpan) -> str:
     return f"{context.trace_id:032x}-{context.span_id:016x}"
 
 
-def capture_span(span: ReadableSpan, *, mapping: CaptureMapping | None = None,
-                 extractor: Extractor | None = None, limits: Limits | None = None,
-                 descendants: Sequence[ReadableSpan] = (),
+def capture_span(span: ReadableSpan, *, attributes: Mapping[str, Any] | None = None,
+                 mapping: CaptureMapping | None = None, extractor: Extractor | None = None,
+                 limits: Limits | None = None,
+                 descendants: Sequence[ReadableSpan | Piece] = (),
+                 records: Sequence[RecordContent] = (), nested: int = 0,
                  rubric: Any = None) -> Captured:
-    """Read the run of ``span``; ``descendants`` are its buffered LLM spans, if any.
+    """Read the run of ``span``.
 
-    ``rubric`` is a configured rubric for this run; an ``otel_scorers.rubric`` attribute on the
-    span takes precedence over it.
+    ``attributes`` are the span's attributes as they were when it ended (the processor keeps
+    them when ``exported_content: strip`` empties the span it exports); ``records`` are the
+    content log records emitted for the span itself; ``descendants`` the content under it
+    (buffered LLM spans and their records) and ``nested`` how many pieces under it belong to
+    nested agent spans instead. ``rubric`` is a configured rubric for this run; an
+    ``otel_scorers.rubric`` attribute on the span takes precedence over it.
     """
     limits = limits or Limits()
-    agent = agent_name(span, mapping)
+    attrs: Mapping[str, Any] = attributes if attributes is not None else (span.attributes or {})
+    agent = agent_name(span, mapping, attributes=attrs)
     try:
         if extractor is not None:
             return _from_extractor(span, extractor, agent, rubric)
-        own = _collect(span, mapping, limits)
+        own = _collect(attrs, mapping, limits)
+        if records:
+            own = _merged(own, found_in_records(records, limits))
         source = own.source if own.has_input or own.has_output else None
         if not (own.has_input and own.has_output) and descendants:
-            own, source = _assemble(own, descendants, limits)
+            own, source = _assemble(own, [_piece(d) for d in descendants], limits)
     except CaptureError as error:
         return Captured(None, agent=agent, reason=error.reason, detail=str(error))
+    if not (own.has_input and own.has_output) and nested:
+        return Captured(None, agent=agent, reason=Reason.NESTED_AGENT,
+                        detail=f"the content under it ({nested} LLM calls) belongs to nested "
+                               "agent spans, which are evaluated on their own")
     if not own.has_output:
         return Captured(None, agent=agent, reason=Reason.NO_CONTENT,
                         detail="no agent output found on the span or its LLM descendants")
@@ -124,7 +139,7 @@ def capture_span(span: ReadableSpan, *, mapping: CaptureMapping | None = None,
         return Captured(None, agent=agent, reason=Reason.NO_CONTENT,
                         detail="no agent input found on the span or its LLM descendants")
     context: dict[str, Any] = {}
-    span_rubric = (span.attributes or {}).get(RUBRIC_ATTRIBUTE)
+    span_rubric = attrs.get(RUBRIC_ATTRIBUTE)
     chosen = span_rubric if span_rubric not in (None, "") else rubric
     if chosen is not None:
         context["rubric"] = _rubric_value(chosen)
@@ -132,6 +147,26 @@ def capture_span(span: ReadableSpan, *, mapping: CaptureMapping | None = None,
                     system_messages=tuple(own.systems), output=tuple(own.outputs),
                     request_context=context)
     return Captured(run, source=source, agent=agent)
+
+
+def _piece(item: ReadableSpan | Piece) -> Piece:
+    return item if isinstance(item, Piece) else Piece.of_span(item)
+
+
+def _merged(first: Found, second: Found) -> Found:
+    """``first``, with each side it lacks (input, output) taken from ``second``."""
+    merged = Found(first.source, list(first.inputs), list(first.systems), list(first.outputs))
+    if not merged.has_input and second.has_input:
+        merged.inputs, merged.systems = list(second.inputs), list(second.systems)
+        if not first.has_output:
+            merged.source = second.source
+    if not merged.has_output and second.has_output:
+        merged.outputs = list(second.outputs)
+        if not first.has_input and merged.source == first.source:
+            merged.source = second.source
+    if merged.source == "none":
+        merged.source = second.source
+    return merged
 
 
 def _rubric_value(value: Any) -> Any:
@@ -146,8 +181,7 @@ def _rubric_value(value: Any) -> Any:
     return value
 
 
-def _collect(span: ReadableSpan, mapping: CaptureMapping | None, limits: Limits) -> Found:
-    attrs: Mapping[str, Any] = span.attributes or {}
+def _collect(attrs: Mapping[str, Any], mapping: CaptureMapping | None, limits: Limits) -> Found:
     merged = Found("none")
     candidates: list[Found] = []
     if mapping is not None:
@@ -180,27 +214,32 @@ def _mapped(attrs: Mapping[str, Any], mapping: CaptureMapping, limits: Limits) -
     return found
 
 
-def _assemble(own: Found, descendants: Sequence[ReadableSpan],
-              limits: Limits) -> tuple[Found, str]:
-    """Fill what the agent span lacks from its LLM calls: first call's input, last's output."""
-    calls = []
-    for span in descendants:
+def _assemble(own: Found, pieces: Sequence[Piece], limits: Limits) -> tuple[Found, str]:
+    """Fill what the agent span lacks from its LLM calls: first call's input, last's output.
+
+    A call's content comes from its span attributes, else from its log records (a span with
+    both, ``SPAN_AND_EVENT``, is read once).
+    """
+    calls: list[tuple[Piece, Found]] = []
+    for piece in pieces:
         try:
-            calls.append((span, _collect(span, None, limits)))
+            found = _collect(piece.attributes or {}, None, limits)
+            if piece.records:
+                found = _merged(found, found_in_records(piece.records, limits))
         except CaptureError:
-            continue  # one unreadable LLM span does not spoil the others
-    calls = [(s, f) for s, f in calls if f.has_input or f.has_output]
+            continue  # one unreadable LLM call does not spoil the others
+        if found.has_input or found.has_output:
+            calls.append((piece, found))
     if not calls:
         return own, own.source
     merged = Found(own.source, list(own.inputs), list(own.systems), list(own.outputs))
     if not merged.has_input:
-        first = min((c for c in calls if c[1].has_input), key=lambda c: c[0].start_time or 0,
+        first = min((c for c in calls if c[1].has_input), key=lambda c: c[0].start,
                     default=None)
         if first is not None:
             merged.inputs, merged.systems = first[1].inputs, first[1].systems
     if not merged.has_output:
-        last = max((c for c in calls if c[1].has_output), key=lambda c: c[0].end_time or 0,
-                   default=None)
+        last = max((c for c in calls if c[1].has_output), key=lambda c: c[0].end, default=None)
         if last is not None:
             merged.outputs = _final_text(last[1].outputs)
     return merged, f"trace:{calls[0][1].source}"

@@ -14,9 +14,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from otel_scorers.emit.names import Reason
-from otel_scorers.scorers.run import Message, messages_from, text_of
+from otel_scorers.scorers.run import Message, messages_from, text_of, tool_calls_text
 
-__all__ = ["READERS", "CaptureError", "Found", "Limits", "loose_messages"]
+__all__ = [
+    "CONTENT_KEYS",
+    "READERS",
+    "CaptureError",
+    "Found",
+    "Limits",
+    "is_content_key",
+    "loose_messages",
+    "value_size",
+]
 
 Attributes = Mapping[str, Any]
 
@@ -55,6 +64,29 @@ class Found:
         return any(m.content.strip() for m in self.outputs)
 
 
+def value_size(value: Any, budget: int = 1 << 62) -> int:
+    """Approximate characters held by an attribute value of any kind (strings, byte strings,
+    arrays, the nested lists and maps of structured log attributes); counting stops once past
+    ``budget``, so a huge value costs no more than the limit it breaks."""
+    if isinstance(value, str | bytes | bytearray):
+        return len(value)
+    if isinstance(value, Mapping):
+        total = 0
+        for key, item in value.items():
+            total += len(str(key)) + value_size(item, budget - total)
+            if total > budget:
+                break
+        return total
+    if isinstance(value, Sequence):
+        total = 0
+        for item in value:
+            total += 8 + value_size(item, budget - total)
+            if total > budget:
+                break
+        return total
+    return 8
+
+
 def attr_value(attrs: Attributes, key: str, limits: Limits) -> Any:
     """A content attribute, checked for size and type; ``None`` when absent."""
     value = attrs.get(key)
@@ -74,6 +106,10 @@ def attr_value(attrs: Attributes, key: str, limits: Limits) -> Any:
         if total > limits.max_value_chars:
             raise CaptureError(Reason.TOO_LARGE, f"{key} totals {total} characters")
         return list(value)
+    size = value_size(value, limits.max_value_chars)
+    if size > limits.max_value_chars:
+        raise CaptureError(Reason.TOO_LARGE, f"{key} holds over {limits.max_value_chars} "
+                                             "characters of structured content")
     return value
 
 
@@ -177,7 +213,7 @@ def _indexed(attrs: Attributes, prefix: str, role_key: str, content_keys: Sequen
             continue  # some producers start at 1
         text = "\n".join(text_of(parse_json(c, base)) for c in contents if c is not None)
         if not text:
-            text = _numbered_parts(attrs, base, limits)
+            text = _numbered_parts(attrs, base, limits) or _numbered_tool_calls(attrs, base)
         messages.append(Message(role=str(role or default_role), content=text))
     return messages
 
@@ -190,6 +226,18 @@ def _numbered_parts(attrs: Attributes, base: str, limits: Limits) -> str:
             break
         parts.append(str(part))
     return "\n".join(parts)
+
+
+def _numbered_tool_calls(attrs: Attributes, base: str) -> str:
+    """OpenInference ``message.tool_calls.N.tool_call.function.{name,arguments}`` as text."""
+    calls = []
+    for index in range(32):
+        prefix = f"{base}message.tool_calls.{index}.tool_call.function."
+        name = attrs.get(prefix + "name")
+        if name is None:
+            break
+        calls.append({"name": name, "arguments": attrs.get(prefix + "arguments")})
+    return tool_calls_text({"tool_calls": calls}) if calls else ""
 
 
 def read_genai_flat(attrs: Attributes, limits: Limits) -> Found | None:
@@ -264,6 +312,30 @@ CONTENT_KEYS: tuple[str, ...] = (
     "gen_ai.completion.0.content", "llm.input_messages.0.message.role",
     "llm.output_messages.0.message.role", "llm.input_messages.0.message.content",
 )
+
+#: Every attribute that holds conversation content in a convention capture reads (and a few
+#: neighbours of theirs that hold content too: tool-call arguments and results, OpenInference
+#: prompt templates). ``exported_content: strip`` removes these from exported spans and logs.
+STRIP_EXACT: frozenset[str] = frozenset({
+    "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
+    "gen_ai.prompt", "gen_ai.completion", "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result", "input.value", "output.value", "llm.prompts",
+    "traceloop.entity.input", "traceloop.entity.output",
+})
+STRIP_PREFIXES: tuple[str, ...] = (
+    "gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages.", "llm.output_messages.",
+    "llm.prompt_template.", "llm.prompts.",
+)
+#: Mastra keeps content under plain ``input`` / ``output`` on its own spans.
+MASTRA_CONTENT: frozenset[str] = frozenset({"input", "output"})
+
+
+def is_content_key(key: str, attrs: Attributes | None = None) -> bool:
+    """Whether attribute ``key`` holds conversation content (``attrs``: the span's others, to
+    recognise Mastra spans)."""
+    if key in STRIP_EXACT or key.startswith(STRIP_PREFIXES):
+        return True
+    return key in MASTRA_CONTENT and attrs is not None and "mastra.span.type" in attrs
 
 AGENT_NAME_KEYS: tuple[str, ...] = (
     "gen_ai.agent.name", "agent.name", "traceloop.entity.name", "agent.id", "gen_ai.agent.id",

@@ -86,6 +86,14 @@ ENV_VARS: Mapping[str, EnvVar] = {
                                               "seconds per evaluation, retries included"),
     "OTEL_SCORERS_HOLD_TIMEOUT": EnvVar(("hold_timeout_s",), float,
                                         "enriched export: seconds a span waits for scores"),
+    "OTEL_SCORERS_EXIT_TIMEOUT_S": EnvVar(("exit_timeout_s",), float,
+                                          "seconds pending evaluations may take at exit"),
+    "OTEL_SCORERS_EXPORTED_CONTENT": EnvVar(("exported_content",), str,
+                                            "GenAI content on exported spans and logs: "
+                                            "keep|strip"),
+    "OTEL_SCORERS_LOG_WAIT_S": EnvVar(("log_wait_s",), float,
+                                      "seconds a run without content waits for its log "
+                                      "records"),
 }
 
 

@@ -117,4 +117,7 @@ class Settings(_Strict):
     hold_timeout_s: float = Field(default=30.0, gt=0)
     max_held: int = Field(default=2_048, gt=0)
     shutdown_timeout_s: float = Field(default=30.0, gt=0)
+    exit_timeout_s: float = Field(default=30.0, ge=0)
     assemble_from_trace: bool = True
+    exported_content: Literal["keep", "strip"] = "keep"
+    log_wait_s: float = Field(default=5.0, ge=0)

@@ -146,8 +146,10 @@ class Reason:
     TOO_LARGE: Final = "too_large"          # content over the capture size limit
     INVALID_INPUT: Final = "invalid_input"  # the scorer rejected the run (e.g. no user prompt)
     NO_RUBRIC: Final = "no_rubric"          # a rubric scorer found no rubric for the run
+    NESTED_AGENT: Final = "nested_agent"    # its LLM calls belong to nested agent spans
     QUEUE_FULL: Final = "queue_full"
     SHUTDOWN: Final = "shutdown"            # the processor stopped before evaluating
+    EXIT: Final = "exit"                    # cut off at interpreter exit (exit_timeout_s)
     INTERNAL: Final = "internal_error"
     # enriched export (``otel_scorers.enriched.unscored``)
     HOLD_OVERFLOW: Final = "hold_overflow"  # too many spans held at once

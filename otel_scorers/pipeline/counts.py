@@ -57,6 +57,11 @@ class DecisionCounts:
         with self._lock:
             return {DecisionKey(*key): value for key, value in self._counts.items()}
 
+    def count(self, decision: str, reason: str | None = None) -> int:
+        """How many (span, scorer) pairs ended in ``decision`` (with ``reason``, if given)."""
+        return sum(value for key, value in self.snapshot().items()
+                   if key.decision == decision and (reason is None or key.reason == reason))
+
     def totals(self, scorer: str | None = None) -> dict[str, int]:
         """Counts per decision (summed over reasons and error types), optionally per scorer."""
         out: dict[str, int] = {}

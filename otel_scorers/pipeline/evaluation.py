@@ -25,7 +25,7 @@ from otel_scorers.capture import (
     agent_name,
     capture_span,
 )
-from otel_scorers.capture.trace import TraceBuffer
+from otel_scorers.capture.trace import Piece, TraceBuffer
 from otel_scorers.emit import names as n
 from otel_scorers.emit.attributes import ContentPolicy, result_attributes
 from otel_scorers.emit.enriched import EnrichedExport
@@ -48,10 +48,14 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Job:
-    """An ended span to evaluate and the scorers that sampled it."""
+    """An ended span to evaluate, the scorers that sampled it, and its attributes as they were
+    when it ended (``None``: read them from the span). ``attempt`` counts the times the job
+    came back after waiting for log records that carry its content."""
 
     span: ReadableSpan
     slots: tuple[Slot, ...]
+    attributes: Mapping[str, Any] | None = None
+    attempt: int = 0
 
 
 @dataclass
@@ -70,15 +74,31 @@ class Evaluation:
     limits: Limits = field(default_factory=Limits)
     rubrics: Mapping[str, RubricLike] | None = None
     buffer: TraceBuffer | None = None
+    assemble: bool = True
     enriched: EnrichedExport | None = None
+    #: Called with a job whose span had no content: ``True`` when it was set aside to come
+    #: back once its log records arrive (or their wait is over), ``False`` to decide now.
+    defer: Callable[[Job], bool] | None = None
+    inflight: dict[str, asyncio.Future[ScoreResult]] = field(default_factory=dict)
+    #: The reason counted for evaluations cancelled before they finished.
+    cancel_reason: str = Reason.SHUTDOWN
 
     # -- capture --------------------------------------------------------------------------
-    def capture(self, span: ReadableSpan, *,
-                descendants: Sequence[ReadableSpan] | None = None) -> Captured:
-        """The run to judge for ``span`` (no judge call, nothing counted)."""
-        return capture_span(span, mapping=self.mapping, extractor=self.extractor,
-                            limits=self.limits, descendants=list(descendants or ()),
-                            rubric=self._rubric_for(span))
+    def capture(self, span: ReadableSpan, *, attributes: Mapping[str, Any] | None = None,
+                descendants: Sequence[ReadableSpan | Piece] | None = None,
+                nested: int = 0) -> Captured:
+        """The run to judge for ``span`` (no judge call, nothing counted). Without
+        ``descendants``, the content buffered under it (spans and log records) is used;
+        ``nested`` counts content under it that nested agent spans own."""
+        records: Sequence[Any] = ()
+        pieces: Sequence[Any] = list(descendants or ())
+        if descendants is None and self.buffer is not None:
+            records = self.buffer.records_of(span)
+            if self.assemble:
+                pieces, nested = self.buffer.pieces_under(span)
+        return capture_span(span, attributes=attributes, mapping=self.mapping,
+                            extractor=self.extractor, limits=self.limits, descendants=pieces,
+                            records=records, nested=nested, rubric=self._rubric_for(span))
 
     def agent_of(self, span: ReadableSpan) -> str | None:
         """The agent name of ``span`` as capture reads it (the mapping's key first)."""
@@ -92,8 +112,8 @@ class Evaluation:
         return chosen
 
     # -- one job --------------------------------------------------------------------------
-    async def run(self, job: Job, *, descendants: Sequence[ReadableSpan] | None = None
-                  ) -> list[ScoreResult]:
+    async def run(self, job: Job, *, descendants: Sequence[ReadableSpan | Piece] | None = None,
+                  nested: int = 0) -> list[ScoreResult]:
         """Capture ``job.span``'s run and judge it with each of the job's scorers.
 
         Returns the results in scorer order; an empty list when nothing could be captured (the
@@ -101,12 +121,14 @@ class Evaluation:
         """
         span = job.span
         try:
-            if descendants is None:
-                descendants = self.buffer.descendants(span) if self.buffer is not None else []
-            captured = self.capture(span, descendants=descendants)
+            captured = self.capture(span, attributes=job.attributes, descendants=descendants,
+                                    nested=nested)
         except Exception:
             self.log_once("capture", "otel-scorers capture failed unexpectedly")
             captured = Captured(None, reason=Reason.INTERNAL)
+        if (captured.reason == Reason.NO_CONTENT and descendants is None
+                and self.defer is not None and self.defer(job)):
+            return []  # back when its log records arrive, or their wait is over
         if self.buffer is not None and span.parent is None and span.context is not None:
             self.buffer.discard(span.context.trace_id)
         if captured.run is None:
@@ -138,13 +160,16 @@ class Evaluation:
             start_ns = time.time_ns()
             key = _cache_key(slot.scorer, run) if self.cache.enabled else None
             cached = self.cache.get(key) if key is not None else None
+            shared = self.inflight.get(key) if key is not None and cached is None else None
+            if shared is not None:  # the same judgement is in flight: share its call
+                cached = await asyncio.shield(shared)
             if cached is not None:
                 result = cached.model_copy(update={"run_id": run.run_id, "cached": True})
-                decision, reason, error_type = Decision.CACHED, None, None
+                decision, reason, error_type = decision_of(result)
+                if decision == Decision.SCORED:
+                    decision = Decision.CACHED
             else:
-                result = await self._judge(slot, run)
-                if key is not None:
-                    self.cache.put(key, result)
+                result = await self._judge_once(slot, run, key)
                 if budget is not None and result.judge is not None:
                     budget.spend(result.judge.total_tokens, result.judge.cost_usd)
                 decision, reason, error_type = decision_of(result)
@@ -155,7 +180,7 @@ class Evaluation:
             return result
         except asyncio.CancelledError:
             if not counted:
-                self.counts.add(slot.name, Decision.DROPPED, Reason.SHUTDOWN)
+                self.counts.add(slot.name, Decision.DROPPED, self.cancel_reason)
             raise
         except Exception:
             if not counted:
@@ -165,6 +190,28 @@ class Evaluation:
             return None
         finally:
             self.release(span, attributes)
+
+    async def _judge_once(self, slot: Slot, run: ScorerRun, key: str | None) -> ScoreResult:
+        """Judge ``run``; identical evaluations arriving meanwhile wait for this call (single
+        flight) instead of making their own, and a success is cached for later ones."""
+        if key is None:
+            return await self._judge(slot, run)
+        future: asyncio.Future[ScoreResult] = asyncio.get_running_loop().create_future()
+        self.inflight[key] = future
+        try:
+            result = await self._judge(slot, run)
+            self.cache.put(key, result)
+            future.set_result(result)
+            return result
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved here: followers re-raise it, nobody else logs it
+            raise
+        finally:
+            self.inflight.pop(key, None)
 
     async def _judge(self, slot: Slot, run: ScorerRun) -> ScoreResult:
         try:

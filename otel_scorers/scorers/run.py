@@ -4,11 +4,14 @@
 argument) as Python values: ``{"input": [messages], "output": {"role": "assistant", "text": ...}}``,
 ``{"input": {"inputMessages": [...], "systemMessages": [...]}, "output": ...}``, plain strings,
 lists of messages, ``{"role", "content"}`` dicts and content given as a list of text parts.
-Non-text parts (images, tool calls) are ignored: the scorers judge text.
+Non-text parts (images) are ignored: the scorers judge text. A message with no text but tool
+calls (an agent whose turn ends in a handoff or a tool call) reads as ``[tool call: name(args)]``,
+so that turn can still be judged.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -155,13 +158,37 @@ def messages_from(value: Any, default_role: str) -> list[Message]:
     if isinstance(value, str):
         return [Message(role=default_role, content=value)]
     if isinstance(value, Mapping):
-        return [Message(role=str(value.get("role") or default_role), content=text_of(value))]
+        return [Message(role=str(value.get("role") or default_role),
+                        content=text_of(value) or tool_calls_text(value))]
     if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
         out: list[Message] = []
         for item in value:
             out.extend(messages_from(item, default_role))
         return out
     raise TypeError(f"cannot read messages from a {type(value).__name__}")
+
+
+def tool_calls_text(message: Mapping[str, Any]) -> str:
+    """``[tool call: name(arguments)]`` lines for the tool calls of a message: OpenAI's
+    ``tool_calls`` list or GenAI ``tool_call`` parts (empty when it has none)."""
+    calls: list[tuple[Any, Any]] = []
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, Mapping):
+            function = call.get("function")
+            source: Mapping[str, Any] = function if isinstance(function, Mapping) else call
+            calls.append((source.get("name"), source.get("arguments")))
+    parts = message.get("parts")
+    if isinstance(parts, Sequence) and not isinstance(parts, str | bytes):
+        calls += [(p.get("name"), p.get("arguments")) for p in parts
+                  if isinstance(p, Mapping) and p.get("type") == "tool_call"]
+    return "\n".join(f"[tool call: {name}({_arguments(args)})]" for name, args in calls if name)
+
+
+def _arguments(value: Any) -> str:
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= 500 else text[:500] + "..."
 
 
 def text_of(value: Any) -> str:

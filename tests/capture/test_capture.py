@@ -176,10 +176,10 @@ def test_assembly_takes_first_input_and_last_output() -> None:
     agent = ReadableSpan(name="agent", context=SpanContext(7, agent_id, False, TraceFlags(1)),
                          attributes={"openinference.span.kind": "AGENT"}, start_time=0,
                          end_time=10, resource=RESOURCE)
-    descendants = buffer.descendants(agent)
-    assert {d.context.span_id for d in descendants} == {first.context.span_id,
-                                                         second.context.span_id}
-    result = capture_span(agent, descendants=descendants)
+    pieces, nested = buffer.pieces_under(agent)
+    assert {p.span_id for p in pieces} == {first.context.span_id, second.context.span_id}
+    assert nested == 0
+    result = capture_span(agent, descendants=pieces)
     assert result.run is not None and result.source == "trace:genai"
     assert (result.run.user_prompt, result.run.system_prompt, result.run.response) == (
         "User question", "Agent rules", "Final answer")
@@ -253,3 +253,25 @@ def test_processor_assembles_from_llm_children(telemetry: Telemetry, make_proces
     evaluation = telemetry.evaluation_spans()[0].attributes
     assert evaluation["otel_scorers.capture.source"] == "trace:openinference"
     assert evaluation["otel_scorers.agent.name"] == "researcher"
+
+
+def test_readme_states_the_buffer_limits_of_the_code() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| trace buffer"))
+    buffer = TraceBuffer()
+    assert (f"{buffer.max_traces} traces, {buffer.max_spans_per_trace} content spans and "
+            f"{buffer.max_spans_per_trace} records per trace, "
+            f"{buffer.max_bytes // (1024 * 1024)} MiB, {buffer.max_age_s:g} s") in row
+
+
+def test_array_and_structured_values_count_against_the_byte_bound() -> None:
+    buffer = TraceBuffer(max_bytes=50_000)
+    big_array = ["x" * 1_000] * 100  # 100 kB in an array-valued attribute
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": big_array}
+    buffer.observe(span(attrs, name="chat", trace_id=21, parent=1), attrs)
+    assert buffer.dropped["byte_limit"] == 1 and buffer.bytes == 0
+    small = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": ["x" * 1_000] * 10}
+    buffer.observe(span(small, name="chat", trace_id=22, parent=1), small)
+    assert 10_000 < buffer.bytes < 20_000

@@ -15,7 +15,7 @@ from otel_scorers.emit.names import Decision
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.pipeline import Sampling, ScorerSpec, Selection
 from otel_scorers.testing import ScriptedJudgeServer, fault, hang, judge_responder
-from tests.support import Telemetry, end_agent_span
+from tests.support import Telemetry, end_agent_span, genai_attributes
 
 TERMINAL = Decision.TERMINAL
 
@@ -86,8 +86,8 @@ def test_metrics(telemetry: Telemetry, make_processor: Any,
                  judge_server: ScriptedJudgeServer) -> None:
     judge_server.responder = judge_responder(satisfied=lambda i, t: i == 1)
     processor = make_processor()
-    for _ in range(3):
-        end_agent_span(telemetry)
+    for i in range(3):  # three distinct runs (identical ones would share one judge call)
+        end_agent_span(telemetry, prompt=f"Hello, who are you? ({i})")
     processor.force_flush(10_000)
     value = telemetry.metric_value
     assert value("otel_scorers.decisions", scorer="rubric", decision="selected") == 3
@@ -519,3 +519,36 @@ def test_two_processors_on_one_meter_provider_both_report(
     assert telemetry.metric_value("otel_scorers.decisions", scorer="second",
                                   decision="scored") == 1
     assert telemetry.metric_value("otel_scorers.queue.depth") == 0
+
+
+def test_concurrent_identical_runs_share_one_judge_call(
+        telemetry: Telemetry, make_processor: Any, judge_server: ScriptedJudgeServer) -> None:
+    # single flight: the second to fifth runs arrive while the first is still being judged
+    judge_server.responder = judge_responder(delay_s=1.0)
+    processor = make_processor()
+    for _ in range(5):
+        end_agent_span(telemetry)
+    assert processor.force_flush(20_000)
+    assert len(judge_server.requests) == 2  # one per scorer, not ten
+    for name in ("rubric", "prompt_alignment"):
+        assert processor.stats()[name] == {"selected": 5, "scored": 1, "cached": 4}
+    scores = {s.attributes["otel_scorers.score"] for s in telemetry.evaluation_spans("rubric")}
+    assert len(telemetry.evaluation_spans("rubric")) == 5 and len(scores) == 1
+
+
+def test_llm_level_tracing_says_why_nothing_is_scored(
+        telemetry: Telemetry, make_processor: Any, judge_server: ScriptedJudgeServer,
+        caplog: pytest.LogCaptureFixture) -> None:
+    processor = make_processor()
+    with caplog.at_level("WARNING", logger="otel_scorers"):
+        for _ in range(3):  # chat spans with content, no agent span above them
+            with telemetry.tracer().start_as_current_span("chat gpt-4o", attributes={
+                    **genai_attributes(), "gen_ai.operation.name": "chat"}):
+                pass
+        processor.force_flush(5_000)
+    assert judge_server.requests == [] and processor.stats()["rubric"] == {}
+    warnings = [r.getMessage() for r in caplog.records if "no agent-run span" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "3 spans or log records" in warnings[0] and "'chat gpt-4o'" in warnings[0]
+    assert "include_llm_spans=True" in warnings[0]
+    assert "OTEL_SCORERS_INCLUDE_LLM_SPANS=true" in warnings[0]

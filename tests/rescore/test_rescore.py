@@ -223,3 +223,24 @@ async def test_emit_sends_evaluation_telemetry_over_otlp(
     assert all(log.event_name == "gen_ai.evaluation.result" for log in upstream.logs)
     assert "otel_scorers.evaluations" in {m.name for m in upstream.metrics}
     assert "telemetry sent to" in result.output
+
+
+def test_dry_run_says_why_an_llm_level_trace_has_nothing_to_judge(
+        tmp_path: Path, judge_server: ScriptedJudgeServer) -> None:
+    provider = TracerProvider()
+    exported = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    for i in range(4):  # LLM calls with content, no agent span
+        chat = genai_attributes(prompt=f"question {i}")
+        chat["gen_ai.operation.name"] = "chat"
+        with provider.get_tracer("app").start_as_current_span("chat", attributes=chat):
+            pass
+    json_path, _ = _write_files(tmp_path, list(exported.get_finished_spans()))
+    result = CliRunner().invoke(main, ["rescore", str(json_path), "--config",
+                                       str(_config(tmp_path, judge_server)), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    estimate = json.loads(result.output[result.output.index("{"):])
+    assert estimate["runs"] == 0
+    assert estimate["not_judged"] == {"content_spans_not_selected": 4}
+    assert "include_llm_spans" in estimate["hint"]
+    assert judge_server.requests == []

@@ -1,0 +1,82 @@
+"""``exported_content: strip``: the judge sees the conversation, the backend never does.
+
+The processor reads a span's content on the application's thread at ``on_end`` (keeping a
+reference to the original attribute dict for capture), then replaces the span's attributes with
+a copy that has no content attribute of any convention capture reads (see
+:func:`otel_scorers.capture.conventions.is_content_key`, plus a user mapping's keys), and
+removes content from GenAI span events. Log records get the same treatment in the log
+processor: content attributes deleted, the message text of per-message events removed from the
+body. Scores, labels and reasons (subject to ``reasons`` and redaction) still go out.
+
+This works because the scoring processors run first: :func:`otel_scorers.install` (and the
+zero-code setup) puts them at the front of the providers' processor chains, so an exporting
+processor only ever sees the stripped span or record. A processor added by hand after an
+exporting one cannot strip what was already handed on: use ``install`` with ``strip``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.sdk.trace import Event, ReadableSpan
+
+from otel_scorers.capture import CaptureMapping
+from otel_scorers.capture.conventions import is_content_key
+from otel_scorers.capture.logs import strip_record_body
+
+__all__ = ["ContentStripper"]
+
+#: Attributes of GenAI span events that hold text (older instrumentations put prompts there).
+_EVENT_CONTENT = frozenset({"content", "message", "body", "gen_ai.event.content"})
+
+
+class ContentStripper:
+    """Removes conversation content from spans and log records this process exports."""
+
+    def __init__(self, mapping: CaptureMapping | None = None) -> None:
+        names = (mapping.input, mapping.output, mapping.system) if mapping is not None else ()
+        self._extra = frozenset(name for name in names if name)
+
+    def is_content(self, key: str, attrs: Mapping[str, Any]) -> bool:
+        return key in self._extra or is_content_key(key, attrs)
+
+    @staticmethod
+    def has_genai_key(attrs: Mapping[str, Any]) -> bool:
+        """Whether a log record's attributes hold content of a convention capture reads."""
+        return any(is_content_key(key) for key in attrs)
+
+    def has_content(self, attrs: Mapping[str, Any]) -> bool:
+        """Whether ``attrs`` holds any content attribute (one pass over the keys)."""
+        return any(self.is_content(key, attrs) for key in attrs)
+
+    def strip_span(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
+        """Give ``span`` a copy of its attributes without content (``attrs`` is not changed:
+        capture keeps reading it), and GenAI events without their text."""
+        kept = {key: value for key, value in attrs.items() if not self.is_content(key, attrs)}
+        old = getattr(span, "_attributes", None)
+        new = BoundedAttributes(maxlen=None, attributes=kept, immutable=True)
+        new.dropped = getattr(old, "dropped", 0)
+        span._attributes = new
+        events = getattr(span, "_events", None)
+        if events and any(event.name.startswith("gen_ai.") for event in events):
+            span._events = tuple(_without_text(event) for event in events)
+
+    def strip_record(self, record: Any) -> None:
+        """Delete content from a log record in place (its attributes are mutable)."""
+        attributes = getattr(record, "attributes", None)
+        if attributes:
+            for key in [k for k in attributes if self.is_content(k, attributes)]:
+                del attributes[key]
+        body = getattr(record, "body", None)
+        if body is not None:
+            record.body = strip_record_body(getattr(record, "event_name", None), body)
+
+
+def _without_text(event: Event) -> Event:
+    if not event.name.startswith("gen_ai."):
+        return event
+    attrs = {key: value for key, value in (event.attributes or {}).items()
+             if key not in _EVENT_CONTENT and not is_content_key(key)}
+    return Event(event.name, attrs, event.timestamp)
