@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from otel_scorers.cli.errors import Failed, UsageProblem
 from otel_scorers.errors import ConfigError
 
 __all__ = ["check_config", "demo"]
@@ -28,7 +29,7 @@ def demo(prometheus_port: int | None, keep_serving: bool, telemetry_file: str) -
 
     report = run_demo(prometheus_port=prometheus_port, telemetry_file=Path(telemetry_file))
     if not any(s.get("scored") for s in report.stats.values()):
-        raise click.ClickException("no run was scored: see the decisions above")
+        raise Failed("no run was scored: see the decisions above")
     if keep_serving and prometheus_port is not None:
         click.echo(f"Serving metrics on http://127.0.0.1:{prometheus_port}/metrics; Ctrl-C stops.")
         import time
@@ -54,7 +55,7 @@ def check_config(config_file: str | None, as_json: bool) -> None:
     try:
         resolved = load_settings(config=config_file)
     except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise UsageProblem(str(exc)) from exc
     data = resolved.settings.model_dump(mode="json")
     if as_json:
         click.echo(json.dumps(data, indent=2))

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from otel_scorers.cli.errors import UsageProblem
 from otel_scorers.errors import ConfigError
 
 __all__ = ["processor_for", "rescore"]
@@ -39,7 +40,7 @@ def processor_for(config_file: str | None, telemetry: Any, **overrides: Any) -> 
                                     meter_provider=telemetry.meter_provider,
                                     logger_provider=telemetry.logger_provider, **overrides)
     except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise UsageProblem(str(exc)) from exc
 
 
 @click.command()
@@ -95,7 +96,7 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
     try:
         runs, spans, skipped = rescorer.plan(files, limit=limit, done=done)
     except (OTLPDecodeError, OSError) as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise UsageProblem(str(exc)) from exc
     console.print(f"{spans} spans read, {len(runs) + skipped} agent runs selected"
                   + (f", {skipped} already in {output}" if skipped else "")
                   + (f", judging {len(runs)}" if not dry_run else ""))

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from otel_scorers.cli.errors import UsageProblem
 from otel_scorers.errors import ConfigError
 from otel_scorers.judge.client import ENV_API_BASE, ENV_API_KEY, ENV_MODEL, JudgeClient
 from otel_scorers.scorers.alignment import (
@@ -30,7 +31,7 @@ def _read_text(value: str) -> str:
         try:
             return Path(value[1:]).read_text(encoding="utf-8")
         except OSError as exc:
-            raise click.ClickException(f"cannot read {value[1:]}: {exc.strerror}") from exc
+            raise UsageProblem(f"cannot read {value[1:]}: {exc.strerror}") from exc
     return value
 
 
@@ -41,7 +42,7 @@ def _build_run(run_file: str | None, input_text: str | None, system: tuple[str, 
             data = json.loads(Path(run_file).read_text(encoding="utf-8"))
             base = ScorerRun.coerce(data)
         except (OSError, ValueError, TypeError) as exc:
-            raise click.ClickException(f"cannot read the run from {run_file}: {exc}") from exc
+            raise UsageProblem(f"cannot read the run from {run_file}: {exc}") from exc
     else:
         base = ScorerRun()
     updates: dict[str, Any] = {}
@@ -54,7 +55,7 @@ def _build_run(run_file: str | None, input_text: str | None, system: tuple[str, 
         updates["output"] = (Message(role="assistant", content=_read_text(output)),)
     run = base.model_copy(update=updates)
     if not run.output:
-        raise click.ClickException("nothing to score: give --output TEXT or --run FILE.json")
+        raise UsageProblem("nothing to score: give --output TEXT or --run FILE.json")
     return run
 
 
@@ -104,7 +105,7 @@ def score(scorer_name: str, criteria: tuple[str, ...], optional: tuple[str, ...]
                 raise click.UsageError("--criteria/--optional apply to the rubric scorer only")
             scorer = PromptAlignmentScorer(judge, scale=scale, evaluation_mode=mode)  # type: ignore[arg-type]
     except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise UsageProblem(str(exc)) from exc
     result = scorer.run(run)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from otel_scorers.cli.errors import UsageProblem
 from otel_scorers.cli.rescore import processor_for
 
 __all__ = ["serve"]
@@ -34,6 +35,14 @@ __all__ = ["serve"]
 @click.option("--upstream-header", "upstream_headers", multiple=True, metavar="KEY=VALUE",
               help="Header sent upstream with forwarded traces and evaluation telemetry "
                    "(repeatable; e.g. an API key). Default: OTEL_EXPORTER_OTLP_HEADERS.")
+@click.option("--read-timeout", type=click.FloatRange(0.1), default=30.0, show_default=True,
+              help="Seconds a request body may take to arrive; a stalled upload gets 408.")
+@click.option("--token-file", type=click.Path(dir_okay=False),
+              help="File holding the bearer token senders must present on /v1/* (HTTP and "
+                   "gRPC). Default: $OTEL_SCORERS_GATEWAY_TOKEN; neither: no authentication.")
+@click.option("--tls-cert", type=click.Path(dir_okay=False),
+              help="PEM certificate chain: serve both listeners over TLS (with --tls-key).")
+@click.option("--tls-key", type=click.Path(dir_okay=False), help="PEM private key for TLS.")
 @click.option("--shutdown-timeout", type=click.FloatRange(0.1), default=10.0,
               show_default=True,
               help="On SIGTERM, seconds to let queued evaluations finish (forwarding stops at "
@@ -41,29 +50,40 @@ __all__ = ["serve"]
 def serve(upstream: str, host: str, port: int, grpc_port: int, config_file: str | None,
           max_inflight: int,
           max_body_mb: float, forward_timeout: float, metric_interval: float,
-          upstream_headers: tuple[str, ...], shutdown_timeout: float) -> None:
-    """Run the OTLP/HTTP scoring gateway: accept /v1/traces, forward upstream, score.
+          upstream_headers: tuple[str, ...], read_timeout: float, token_file: str | None,
+          tls_cert: str | None, tls_key: str | None, shutdown_timeout: float) -> None:
+    """Run the OTLP scoring gateway: accept /v1/traces, /v1/logs and /v1/metrics (HTTP and
+    gRPC), forward upstream, score.
 
-    Spans are forwarded unchanged before they are scored, so a slow judge never delays them.
-    GET /health and GET /metrics (Prometheus) report on the gateway and its pipeline.
+    Data is forwarded before it is scored, so a slow judge never delays it. GET /health and
+    GET /metrics (Prometheus) report on the gateway and its pipeline.
     """
     from aiohttp import web
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
 
     from otel_scorers.gateway import Gateway
+    from otel_scorers.gateway.security import BearerAuth, safe_url, server_tls, token_from
     from otel_scorers.otlp import Telemetry
 
     logging_setup()
     headers = _headers(upstream_headers)
+    try:
+        token = token_from(token_file)
+        auth = BearerAuth(token) if token else None
+        tls = server_tls(tls_cert, tls_key)
+    except ValueError as exc:
+        raise UsageProblem(str(exc)) from exc
+    _check_free(host, port, grpc_port)
     telemetry = Telemetry(upstream, service_name="otel-scorers-gateway",
                           metric_interval_s=metric_interval,
                           extra_readers=[PrometheusMetricReader()], headers=headers or None)
     processor = processor_for(config_file, telemetry, shutdown_timeout_s=shutdown_timeout)
     gateway = Gateway(processor, upstream, meter_provider=telemetry.meter_provider,
                       max_body_bytes=int(max_body_mb * 1024 * 1024), max_inflight=max_inflight,
-                      forward_timeout_s=forward_timeout,
+                      forward_timeout_s=forward_timeout, read_timeout_s=read_timeout,
                       grpc_address=f"{host}:{grpc_port}" if grpc_port else None,
-                      upstream_headers=headers)
+                      upstream_headers=headers, auth=auth, tls=tls,
+                      tls_files=(tls_cert, tls_key) if tls_cert and tls_key else None)
     app = gateway.app()
 
     async def flush_telemetry(_app: Any) -> None:
@@ -72,11 +92,30 @@ def serve(upstream: str, host: str, port: int, grpc_port: int, config_file: str 
         await asyncio.to_thread(telemetry.shutdown)
 
     app.on_cleanup.append(flush_telemetry)
-    click.echo(f"otel-scorers gateway on http://{host}:{port}"
+    scheme = "https" if tls is not None else "http"
+    click.echo(f"otel-scorers gateway on {scheme}://{host}:{port}"
                + (f" and grpc://{host}:{grpc_port}" if grpc_port else "")
-               + f" -> {gateway.upstream} "
-               f"(scorers: {', '.join(s.name for s in processor.scorers)})", err=True)
-    web.run_app(app, host=host, port=port, print=None, handle_signals=True)
+               + f" -> {safe_url(upstream)} "
+               f"(scorers: {', '.join(s.name for s in processor.scorers)}; "
+               f"auth: {'bearer token' if auth else 'none'}; "
+               f"tls: {'on' if tls else 'off'})", err=True)
+    web.run_app(app, host=host, port=port, print=None, handle_signals=True, ssl_context=tls)
+
+
+def _check_free(host: str, port: int, grpc_port: int) -> None:
+    """A port in use is a usage error (one line, exit 2), not a traceback after start-up."""
+    import socket
+
+    for number in (port, grpc_port):
+        if not number:
+            continue
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, number))
+            except OSError as exc:
+                raise UsageProblem(f"cannot listen on {host}:{number}: "
+                                   f"{exc.strerror or exc}") from None
 
 
 def _headers(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -91,7 +130,8 @@ def _headers(pairs: tuple[str, ...]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise click.ClickException(f"header {pair!r} is not KEY=VALUE")
+            raise UsageProblem(f"an upstream header must be KEY=VALUE (got one without '=' "
+                               f"of {len(pair)} characters)")
         headers[key.strip().lower()] = unquote(value.strip())
     return headers
 

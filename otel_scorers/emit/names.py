@@ -110,6 +110,7 @@ M_DECISION: Final = "decision"
 M_REASON: Final = "reason"
 M_ERROR_TYPE: Final = "error_type"
 M_OUTCOME: Final = "outcome"
+M_SIGNAL: Final = "signal"
 M_TOKEN_TYPE: Final = "token_type"
 
 SCORE_BUCKETS: Final = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)

@@ -1,32 +1,37 @@
 """``otel-scorers serve``: an OTLP/HTTP gateway that scores spans sent by any language's SDK
 (or a Collector) and forwards them upstream.
 
-``POST /v1/traces`` (protobuf or JSON, gzip or not):
+``POST /v1/traces``, ``/v1/logs`` and ``/v1/metrics`` (protobuf or JSON, gzip or not):
 
-1. the body is decoded (a malformed one gets ``400`` with the reason; nothing is forwarded);
-2. the body is forwarded to ``{upstream}/v1/traces``: protobuf bodies byte for byte (gzip
-   undone), JSON ones re-encoded as protobuf (the same spans; every OTLP receiver takes
-   protobuf, not every one takes JSON). The reply mirrors the
-   upstream's: success is ``200``; an upstream that is unreachable, throttling or failing gives
-   ``503`` with ``Retry-After`` so the sender's exporter retries (the gateway never accepts
-   spans it could not hand on, and never holds them: memory is bounded by the requests in
-   flight, ``max_inflight`` x ``max_body_bytes``);
-3. only then are the spans offered to the scoring pipeline (a
-   :class:`~otel_scorers.pipeline.ScoringSpanProcessor`): ``on_end`` per span, which selects,
-   samples and queues without waiting. A slow or hung judge therefore never delays or drops
-   forwarded traces; at worst runs are dropped unscored, counted.
+1. admission first: a request past ``max_inflight`` gets ``503`` with ``Retry-After`` before
+   its body is read; with a token configured, one without ``Authorization: Bearer <token>``
+   gets ``401`` (see :mod:`.security`);
+2. the body is read with bounds (:mod:`.body`: declared and real size, one content encoding,
+   decompressed size, a read deadline) and decoded off the event loop (a malformed one gets
+   ``400`` with the reason; nothing is forwarded);
+3. the request is forwarded to ``{upstream}/v1/<signal>`` as protobuf (protobuf bodies byte for
+   byte once decompressed; JSON ones re-encoded, the same data; with ``exported_content:
+   strip``, re-encoded without GenAI content). The reply mirrors the upstream's: success is
+   ``200``; an upstream that is unreachable, throttling or failing gives ``503`` with
+   ``Retry-After`` so the sender's exporter retries; a redirect is never followed (it would
+   turn the POST into a bodyless GET, or carry ``--upstream-header`` secrets to another
+   origin) and gives ``502``. The gateway never accepts data it could not hand on, and never
+   holds it;
+4. only then are traces offered to the scoring pipeline (``on_end`` per span, children first)
+   and log records with GenAI content to its log side (content joined to spans by ids, in
+   either order). Metrics are forwarded only. A slow or hung judge therefore never delays or
+   drops forwarded data; at worst runs are dropped unscored, counted.
 
-Evaluation spans, ``gen_ai.evaluation.result`` events and metrics go upstream over OTLP too
-(``/v1/traces``, ``/v1/logs``, ``/v1/metrics``). ``GET /health`` reports liveness and the
-pipeline's state; ``GET /metrics`` is the Prometheus exposition of the gateway's and the
-pipeline's metrics.
+Memory is bounded by ``max_inflight`` requests of at most ``max_body_bytes`` each (decoded
+size; see the README for the measured bound), plus the pipeline's queue and buffer.
 
-Scaling out: run several replicas behind the Collector's ``loadbalancing`` exporter with
-``routing_key: traceID`` (see ``collector-config/``), so every span of a trace reaches the same
-replica and agent runs can be assembled from their LLM spans.
+Evaluation spans, ``gen_ai.evaluation.result`` events and metrics go upstream over OTLP too.
+``GET /health`` reports liveness and the pipeline's state; ``GET /metrics`` is the Prometheus
+exposition of the gateway's and the pipeline's metrics. Both are unauthenticated and carry no
+secrets.
 
-The HTTP server and the forwarding run on the gateway's own event loop; judging runs on the
-library's background loop, so the two never wait on each other.
+Scaling out: several replicas behind the Collector's ``loadbalancing`` exporter with
+``routing_key: traceID`` (see ``collector-config/``), so all of a trace reaches one replica.
 """
 
 from __future__ import annotations
@@ -39,16 +44,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import ClientSession, ClientTimeout, web
+from google.protobuf.message import Message
 from google.rpc import status_pb2
 from opentelemetry.metrics import MeterProvider, get_meter
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
 
 from otel_scorers._version import __version__
 from otel_scorers.emit import names as n
-from otel_scorers.otlp import OTLPDecodeError, decode_request, gunzip, spans_of
+from otel_scorers.gateway.body import BodyError, decompress, read_limited
+from otel_scorers.gateway.content import strip_logs, strip_spans
+from otel_scorers.gateway.security import BearerAuth, mask, safe_url
+from otel_scorers.otlp import OTLPDecodeError, spans_of
+from otel_scorers.otlp.bodies import SIGNALS, decode
+from otel_scorers.otlp.logs import records_of
 from otel_scorers.pipeline.processor import ScoringSpanProcessor
 
 __all__ = ["Gateway"]
@@ -58,6 +65,7 @@ logger = logging.getLogger(__name__)
 _RETRYABLE = {429, 502, 503, 504}
 _JSON = "application/json"
 _PROTOBUF = "application/x-protobuf"
+_CODES = {400: 3, 401: 16, 408: 4, 413: 8, 415: 3, 502: 14, 503: 14}  # google.rpc.Code
 
 
 class Gateway:
@@ -66,17 +74,25 @@ class Gateway:
     def __init__(self, processor: ScoringSpanProcessor, upstream: str, *,
                  meter_provider: MeterProvider | None = None,
                  max_body_bytes: int = 16 * 1024 * 1024, max_inflight: int = 64,
-                 forward_timeout_s: float = 10.0, retry_after_s: int = 5,
-                 grpc_address: str | None = None,
-                 upstream_headers: Mapping[str, str] | None = None) -> None:
+                 forward_timeout_s: float = 10.0, read_timeout_s: float = 30.0,
+                 retry_after_s: int = 5, grpc_address: str | None = None,
+                 upstream_headers: Mapping[str, str] | None = None,
+                 auth: BearerAuth | None = None, tls: Any = None,
+                 tls_files: tuple[str, str] | None = None) -> None:
         self.processor = processor
         self.upstream = upstream.rstrip("/")
         self.max_body_bytes = max_body_bytes
         self.max_inflight = max_inflight
         self.forward_timeout_s = forward_timeout_s
+        self.read_timeout_s = read_timeout_s
         self.retry_after_s = retry_after_s
         self.grpc_address = grpc_address
         self.upstream_headers = dict(upstream_headers or {})
+        self.auth = auth
+        self.tls = tls  # the HTTP listener's SSLContext (given to the web runner)
+        self.tls_files = tls_files  # (cert, key) for the gRPC listener
+        self.strip = processor.settings.exported_content == "strip"
+        processor.log_processor()  # log records arrive here too: runs may wait for them
         self._inflight = 0
         self._session: ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -85,7 +101,7 @@ class Gateway:
         meter = get_meter(n.SCOPE_NAME, __version__, meter_provider=meter_provider)
         self._requests = meter.create_counter(
             n.METRIC_GATEWAY_REQUESTS, unit="{request}",
-            description="OTLP trace requests received by the gateway, by outcome")
+            description="OTLP requests received by the gateway, by signal and outcome")
         self._spans = meter.create_counter(
             n.METRIC_GATEWAY_SPANS, unit="{span}",
             description="Spans forwarded upstream by the gateway")
@@ -93,9 +109,17 @@ class Gateway:
             n.METRIC_GATEWAY_FORWARD_DURATION, unit="s",
             description="Time to forward a request upstream")
 
+    @property
+    def shown_upstream(self) -> str:
+        """The upstream URL as it may be printed: without credentials."""
+        return safe_url(self.upstream)
+
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=self.max_body_bytes)
-        app.router.add_post("/v1/traces", self.traces)
+        # aiohttp's own decompression is off: bodies are decompressed here, with bounds
+        app = web.Application(client_max_size=self.max_body_bytes,
+                              handler_args={"auto_decompress": False})
+        for signal in SIGNALS:
+            app.router.add_post(f"/v1/{signal}", self._handler(signal))
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
         app.on_startup.append(self._start)
@@ -118,106 +142,161 @@ class Gateway:
             await self._session.close()
         await asyncio.to_thread(self.processor.shutdown)
 
-    def _count(self, outcome: str) -> None:
-        self.counts[outcome] = self.counts.get(outcome, 0) + 1
-        self._requests.add(1, {n.M_OUTCOME: outcome})
+    def _count(self, signal: str, outcome: str) -> None:
+        key = outcome if signal == "traces" else f"{signal}:{outcome}"
+        self.counts[key] = self.counts.get(key, 0) + 1
+        self._requests.add(1, {n.M_OUTCOME: outcome, n.M_SIGNAL: signal})
 
-    # -- POST /v1/traces ----------------------------------------------------------------------
-    async def traces(self, request: web.Request) -> web.Response:
-        media = request.content_type or _PROTOBUF
-        as_json = media == _JSON
-        try:
-            encoding = request.headers.get("Content-Encoding", "").strip().lower()
-            if encoding not in ("", "identity", "gzip"):
-                raise OTLPDecodeError(f"unsupported Content-Encoding {encoding!r} "
-                                      "(gzip or none)")
-            body = await request.read()
-            if encoding == "gzip" and body[:2] == b"\x1f\x8b":
-                # aiohttp normally undoes gzip itself; this covers servers set up without it.
-                # Either way the upstream gets the plain bytes.
-                body = gunzip(body)
-            decoded = decode_request(body, content_type=media)
-        except web.HTTPRequestEntityTooLarge:
-            self._count("too_large")
-            return self._error(413, f"body exceeds {self.max_body_bytes} bytes", as_json)
-        except OTLPDecodeError as exc:
-            self._count("invalid")
-            return self._error(400, str(exc), as_json)
-        except Exception as exc:  # a broken stream, bad gzip inside aiohttp
-            self._count("invalid")
-            return self._error(400, f"unreadable body: {exc}", as_json)
-        # JSON is re-encoded: every OTLP receiver takes protobuf; the spans are the same
-        status, message = await self.accept(decoded, None if as_json else body)
-        if status != 200:
-            return self._error(status, message, as_json, retry=status == 503)
-        body_out = (b"{}" if as_json else ExportTraceServiceResponse().SerializeToString())
-        return web.Response(body=body_out, status=200, content_type=media)
+    # -- POST /v1/<signal> ----------------------------------------------------------------------
+    def _handler(self, signal: str) -> Any:
+        async def handle(request: web.Request) -> web.Response:
+            return await self.receive(request, signal)
+        return handle
 
-    async def accept(self, decoded: ExportTraceServiceRequest, body: bytes | None
-                     ) -> tuple[int, str]:
-        """Forward a decoded request (``body``: its protobuf bytes, when at hand), then offer
-        its spans for scoring. Returns an HTTP status and a message; runs on the gateway loop.
-        """
-        if self._inflight >= self.max_inflight:
-            self._count("busy")
-            return 503, "gateway busy: too many requests in flight"
+    async def receive(self, request: web.Request, signal: str) -> web.Response:
+        as_json = (request.content_type or _PROTOBUF) == _JSON
+        if self.auth is not None and not self.auth.allows(request.headers.get("Authorization")):
+            self._count(signal, "unauthorized")
+            return self._error(401, "missing or wrong bearer token", as_json,
+                               headers={"WWW-Authenticate": "Bearer"})
+        if self._inflight >= self.max_inflight:  # admission comes before reading
+            self._count(signal, "busy")
+            return self._error(503, "gateway busy: too many requests in flight", as_json,
+                               retry=True)
         self._inflight += 1
         try:
-            started = time.monotonic()
-            payload = body if body is not None else decoded.SerializeToString()
-            status, detail = await self._forward_body(payload, _PROTOBUF)
-            self._forward.record(time.monotonic() - started)
-            if status is None or status in _RETRYABLE:
-                self._count("upstream_unavailable")
-                return 503, f"upstream not accepting spans: {detail}"
-            if not 200 <= status < 300:
-                self._count("upstream_rejected")
-                return status, f"upstream rejected the spans: {detail}"
-            self._count("forwarded")
-            self._score(decoded)
-            return 200, ""
+            body = await read_limited(request.content, declared=request.content_length,
+                                      max_bytes=self.max_body_bytes,
+                                      timeout_s=self.read_timeout_s)
+            body = decompress(body, request.headers.get("Content-Encoding", ""),
+                              max_bytes=self.max_body_bytes)
+            media = request.content_type or _PROTOBUF
+            decoded, payload = await asyncio.to_thread(self._decode, signal, body, media)
+            del body
+            status, message = await self.accept(signal, decoded, payload, counted=True)
+        except BodyError as exc:
+            self._count(signal, {408: "timeout", 413: "too_large"}.get(exc.status, "invalid"))
+            return self._error(exc.status, str(exc), as_json)
+        except OTLPDecodeError as exc:
+            self._count(signal, "invalid")
+            return self._error(400, str(exc), as_json)
         finally:
             self._inflight -= 1
+        if status != 200:
+            return self._error(status, message, as_json, retry=status == 503)
+        # an empty Export*ServiceResponse (full success) serializes to no bytes
+        if as_json:
+            return web.Response(body=b"{}", status=200, content_type=_JSON)
+        return web.Response(body=b"", status=200, content_type=_PROTOBUF)
 
-    async def _forward_body(self, body: bytes, media: str) -> tuple[int | None, str]:
+    def _decode(self, signal: str, body: bytes, media: str) -> tuple[Message, bytes]:
+        """The decoded request and the protobuf bytes to forward (runs in a worker thread:
+        a large JSON body never stalls the event loop)."""
+        decoded = decode(body, content_type=media, signal=signal)
+        json_body = media.split(";", maxsplit=1)[0].strip().lower() == _JSON
+        if json_body or (self.strip and signal != "metrics"):
+            return decoded, self._payload_of(signal, decoded)
+        return decoded, body
+
+    async def accept(self, signal: str, decoded: Message, payload: bytes | None = None, *,
+                     counted: bool = False) -> tuple[int, str]:
+        """Forward a decoded request (``payload``: the protobuf bytes to send, when already at
+        hand), then offer it for scoring. Returns an HTTP status and a message; runs on the
+        gateway loop. ``counted``: the caller holds an admission slot already."""
+        if not counted:
+            if self._inflight >= self.max_inflight:
+                self._count(signal, "busy")
+                return 503, "gateway busy: too many requests in flight"
+            self._inflight += 1
+        try:
+            if payload is None:
+                payload = await asyncio.to_thread(self._payload_of, signal, decoded)
+            started = time.monotonic()
+            status, detail = await self._forward_body(signal, payload)
+            self._forward.record(time.monotonic() - started, {n.M_SIGNAL: signal})
+            if status is None or status in _RETRYABLE:
+                self._count(signal, "upstream_unavailable")
+                return 503, f"upstream not accepting data: {detail}"
+            if 300 <= status < 400:
+                self._count(signal, "upstream_redirect")
+                return 502, (f"upstream answered HTTP {status} (a redirect); redirects are "
+                             "not followed: point --upstream at the final URL")
+            if not 200 <= status < 300:
+                self._count(signal, "upstream_rejected")
+                return status, f"upstream rejected the data: {detail}"
+            self._count(signal, "forwarded")
+            if signal != "metrics":
+                await asyncio.to_thread(self._score, signal, decoded)
+            return 200, ""
+        finally:
+            if not counted:
+                self._inflight -= 1
+
+    def _payload_of(self, signal: str, decoded: Any) -> bytes:
+        """Protobuf bytes of ``decoded``, without GenAI content when stripping."""
+        if not self.strip or signal == "metrics":
+            return bytes(decoded.SerializeToString())
+        forwarded = type(decoded)()
+        forwarded.CopyFrom(decoded)
+        if signal == "traces":
+            strip_spans(forwarded)
+        else:
+            strip_logs(forwarded)
+        return bytes(forwarded.SerializeToString())
+
+    async def _forward_body(self, signal: str, body: bytes) -> tuple[int | None, str]:
         assert self._session is not None
         try:
-            async with self._session.post(f"{self.upstream}/v1/traces", data=body,
+            async with self._session.post(f"{self.upstream}/v1/{signal}", data=body,
+                                          allow_redirects=False,
                                           headers={**self.upstream_headers,
-                                                   "Content-Type": media}) as response:
-                text = (await response.read())[:300]
-                return response.status, f"{response.status} {text!r}"
+                                                   "Content-Type": _PROTOBUF}) as response:
+                text = (await response.content.read(300)).decode("utf-8", "replace")
+                return response.status, self._masked(f"{response.status} {text!r}")
         except Exception as exc:  # refused, timed out, reset: aiohttp and OS errors alike
-            return None, f"{type(exc).__name__}: {exc}"
+            return None, self._masked(f"{type(exc).__name__}: {exc}")
 
-    def _score(self, decoded: Any) -> None:
-        spans = 0
+    def _masked(self, text: str) -> str:
+        """Upstream answers and errors with the upstream's credentials and headers masked."""
+        secrets = list(self.upstream_headers.values())
+        shown = self.shown_upstream
+        if shown != self.upstream:
+            text = text.replace(self.upstream, shown)
+        return mask(text, secrets)
+
+    def _score(self, signal: str, decoded: Any) -> None:
+        """Offer forwarded data to the pipeline (a worker thread: conversion costs CPU)."""
         try:
+            if signal == "logs":
+                for record in records_of(decoded):
+                    self.processor.observe_record(record)
+                return
             readable = list(spans_of(decoded))
         except OTLPDecodeError as exc:
-            logger.warning("otel-scorers gateway: forwarded spans not scored: %s", exc)
+            logger.warning("otel-scorers gateway: forwarded data not scored: %s", exc)
             return
         # children before parents, as they end in a live process (runs assemble from them)
         readable.sort(key=lambda s: s.end_time or 0)
         for span in readable:
             self.processor.on_end(span)
-            spans += 1
-        self._spans.add(spans)
+        self._spans.add(len(readable))
 
-    def _error(self, status: int, message: str, as_json: bool, *, retry: bool = False
-               ) -> web.Response:
-        code = {400: 3, 413: 8, 503: 14}.get(status, 2)  # google.rpc.Code
-        headers = {"Retry-After": str(self.retry_after_s)} if retry else None
+    def _error(self, status: int, message: str, as_json: bool, *, retry: bool = False,
+               headers: Mapping[str, str] | None = None) -> web.Response:
+        code = _CODES.get(status, 2)
+        extra = dict(headers or {})
+        if retry:
+            extra["Retry-After"] = str(self.retry_after_s)
         if as_json:
             return web.Response(text=json.dumps({"code": code, "message": message}),
-                                status=status, content_type=_JSON, headers=headers)
+                                status=status, content_type=_JSON, headers=extra)
         body = status_pb2.Status(code=code, message=message).SerializeToString()
-        return web.Response(body=body, status=status, content_type=_PROTOBUF, headers=headers)
+        return web.Response(body=body, status=status, content_type=_PROTOBUF, headers=extra)
 
     # -- GET /health, /metrics -----------------------------------------------------------------
     async def health(self, _request: web.Request) -> web.Response:
         return web.json_response({
-            "status": "ok", "version": __version__, "upstream": self.upstream,
+            "status": "ok", "version": __version__, "upstream": self.shown_upstream,
             "inflight_requests": self._inflight, "requests": self.counts,
             "queue_depth": self.processor.queue_depth,
             "decisions": self.processor.stats()})

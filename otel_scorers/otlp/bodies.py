@@ -14,17 +14,26 @@ from collections.abc import Callable
 from typing import Any
 
 from google.protobuf import json_format
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from otel_scorers.errors import OtelScorersError
 
-__all__ = ["MAX_MESSAGE_BYTES", "OTLPDecodeError", "decode_request", "from_json",
-           "from_protobuf", "gunzip", "request_to_json"]
+__all__ = ["MAX_MESSAGE_BYTES", "SIGNALS", "OTLPDecodeError", "decode", "decode_request",
+           "from_json", "from_protobuf", "gunzip", "request_to_json"]
 
 #: Largest request body or file record accepted (after decompression).
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 _ID_FIELDS = {"traceId": 16, "spanId": 8, "parentSpanId": 8}
+#: The request message of each OTLP signal, by its ``/v1/<signal>`` path.
+SIGNALS: dict[str, type[Message]] = {
+    "traces": ExportTraceServiceRequest, "logs": ExportLogsServiceRequest,
+    "metrics": ExportMetricsServiceRequest,
+}
 
 
 class OTLPDecodeError(OtelScorersError, ValueError):
@@ -42,11 +51,22 @@ def decode_request(body: bytes, *, content_type: str = "application/x-protobuf",
     elif encoding not in ("", "identity"):
         raise OTLPDecodeError(f"unsupported Content-Encoding {content_encoding!r} "
                               "(gzip or none)")
+    decoded = decode(body, content_type=content_type, signal="traces")
+    assert isinstance(decoded, ExportTraceServiceRequest)
+    return decoded
+
+
+def decode(body: bytes, *, content_type: str, signal: str) -> Message:
+    """Decode an uncompressed OTLP/HTTP body of ``signal`` (``traces``, ``logs``,
+    ``metrics``), protobuf or JSON."""
     media = content_type.split(";", maxsplit=1)[0].strip().lower()
+    kind = SIGNALS[signal]
     if media == "application/json":
-        return from_json(body)
+        decoded: Message = from_json(body, kind)
+        return decoded
     if media in ("application/x-protobuf", "application/protobuf", ""):
-        return from_protobuf(body)
+        decoded = from_protobuf(body, kind)
+        return decoded
     raise OTLPDecodeError(f"unsupported Content-Type {content_type!r} "
                           "(application/x-protobuf or application/json)")
 
@@ -63,29 +83,33 @@ def gunzip(body: bytes) -> bytes:
     return data
 
 
-def from_protobuf(body: bytes) -> ExportTraceServiceRequest:
-    request = ExportTraceServiceRequest()
+def from_protobuf(body: bytes, kind: type[Any] = ExportTraceServiceRequest) -> Any:
+    request = kind()
     try:
         request.ParseFromString(body)
-    except (DecodeError, ValueError, RuntimeError) as exc:
-        raise OTLPDecodeError(f"body is not an OTLP ExportTraceServiceRequest: {exc}") from exc
+    except (DecodeError, ValueError, RuntimeError) as exc:  # RecursionError too
+        raise OTLPDecodeError(f"body is not an OTLP {kind.__name__}: {exc}") from exc
     return request
 
 
-def from_json(body: bytes | str) -> ExportTraceServiceRequest:
+def from_json(body: bytes | str, kind: type[Any] = ExportTraceServiceRequest) -> Any:
     try:
         data = json.loads(body)
+    except RecursionError:
+        raise OTLPDecodeError("JSON is nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise OTLPDecodeError(f"body is not JSON: {exc}") from exc
     if not isinstance(data, dict):
-        raise OTLPDecodeError("OTLP JSON must be an object with resourceSpans")
+        raise OTLPDecodeError("OTLP JSON must be an object (resourceSpans, resourceLogs, ...)")
     try:
         _ids_to_base64(data)
-        request = ExportTraceServiceRequest()
+        request = kind()
         json_format.ParseDict(data, request, ignore_unknown_fields=True)
         return request
+    except RecursionError:
+        raise OTLPDecodeError("JSON is nested too deeply") from None
     except (json_format.ParseError, ValueError, TypeError) as exc:
-        raise OTLPDecodeError(f"JSON is not an OTLP ExportTraceServiceRequest: {exc}") from exc
+        raise OTLPDecodeError(f"JSON is not an OTLP {kind.__name__}: {exc}") from exc
 
 
 def _ids_to_base64(node: Any) -> None:

@@ -1,0 +1,88 @@
+"""What the gateway does so that it can face a network: authentication, TLS, no leaked secrets.
+
+- **Bearer tokens** (as the Collector's ``bearertokenauth`` extension): when a token is set, a
+  request to ``/v1/*`` (HTTP) or an export call (gRPC) must carry ``Authorization: Bearer
+  <token>``; the comparison is constant-time (:func:`hmac.compare_digest`). The token comes
+  from a file (``--token-file``, re-read at start-up, trailing newline ignored) or from
+  ``OTEL_SCORERS_GATEWAY_TOKEN``, never from the command line (it would show in ``ps``).
+  ``/health`` and ``/metrics`` stay open for probes and scrapes and carry no secrets.
+- **TLS** for both listeners from a certificate chain and key file (PEM).
+- **Secrets never echoed**: the upstream URL is shown without ``user:password@``; the values of
+  ``--upstream-header`` are masked in anything the gateway prints, logs or answers.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import ssl
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+__all__ = ["ENV_TOKEN", "BearerAuth", "mask", "safe_url", "server_tls", "token_from"]
+
+ENV_TOKEN = "OTEL_SCORERS_GATEWAY_TOKEN"
+
+
+class BearerAuth:
+    """Checks ``Authorization`` header values against one token, in constant time."""
+
+    def __init__(self, token: str) -> None:
+        if len(token) < 16:
+            raise ValueError("the gateway token must be at least 16 characters")
+        self._expected = f"Bearer {token}".encode()
+
+    def allows(self, header: str | None) -> bool:
+        if not header:
+            return False
+        return hmac.compare_digest(header.strip().encode("utf-8", "replace"), self._expected)
+
+
+def token_from(path: str | None, env: Mapping[str, str] | None = None) -> str | None:
+    """The receiver token: the file's content, else ``OTEL_SCORERS_GATEWAY_TOKEN``."""
+    if path:
+        try:
+            return Path(path).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ValueError(f"cannot read the token file {path}: {exc.strerror}") from exc
+    value = (env if env is not None else os.environ).get(ENV_TOKEN, "").strip()
+    return value or None
+
+
+def server_tls(cert: str | None, key: str | None) -> ssl.SSLContext | None:
+    """A server TLS context (TLS 1.2 or later) from PEM files; ``None`` without a cert."""
+    if not cert and not key:
+        return None
+    if not (cert and key):
+        raise ValueError("TLS needs both --tls-cert and --tls-key")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"cannot load the TLS certificate and key: {exc}") from exc
+    return context
+
+
+def safe_url(url: str) -> str:
+    """``url`` without the credentials of its authority (``user:password@``)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<invalid URL>"
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def mask(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every occurrence of each secret (4 characters or more) replaced."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "****")
+    return text
