@@ -124,7 +124,7 @@ def capture_span(span: ReadableSpan, *, attributes: Mapping[str, Any] | None = N
         if records:
             own = _merged(own, found_in_records(records, limits))
         source = own.source if own.has_input or own.has_output else None
-        if not (own.has_input and own.has_output) and descendants:
+        if not (own.has_turns and own.has_output) and descendants:
             own, source = _assemble(own, [_piece(d) for d in descendants], limits)
     except CaptureError as error:
         return Captured(None, agent=agent, reason=error.reason, detail=str(error))
@@ -154,18 +154,23 @@ def _piece(item: ReadableSpan | Piece) -> Piece:
 
 
 def _merged(first: Found, second: Found) -> Found:
-    """``first``, with each side it lacks (input, output) taken from ``second``."""
-    merged = Found(first.source, list(first.inputs), list(first.systems), list(first.outputs))
-    if not merged.has_input and second.has_input:
-        merged.inputs, merged.systems = list(second.inputs), list(second.systems)
-        if not first.has_output:
-            merged.source = second.source
-    if not merged.has_output and second.has_output:
-        merged.outputs = list(second.outputs)
-        if not first.has_input and merged.source == first.source:
-            merged.source = second.source
-    if merged.source == "none":
+    """``first``, with each part it lacks (turns, instructions, output) taken from
+    ``second``; the source is the one that gave the conversation."""
+    merged = _filled(first, second, second.inputs, second.systems, second.outputs)
+    if not (first.has_turns or first.has_output) or merged.source == "none":
         merged.source = second.source
+    return merged
+
+
+def _filled(own: Found, other: Found, inputs: list[Message], systems: list[Message],
+            outputs: list[Message]) -> Found:
+    merged = Found(own.source, list(own.inputs), list(own.systems), list(own.outputs))
+    if not merged.has_turns and any(m.content.strip() for m in inputs):
+        merged.inputs = list(inputs)
+    if not merged.has_system and any(m.content.strip() for m in systems):
+        merged.systems = list(systems)
+    if not merged.has_output and any(m.content.strip() for m in outputs):
+        merged.outputs = list(outputs)
     return merged
 
 
@@ -232,16 +237,11 @@ def _assemble(own: Found, pieces: Sequence[Piece], limits: Limits) -> tuple[Foun
             calls.append((piece, found))
     if not calls:
         return own, own.source
-    merged = Found(own.source, list(own.inputs), list(own.systems), list(own.outputs))
-    if not merged.has_input:
-        first = min((c for c in calls if c[1].has_input), key=lambda c: c[0].start,
-                    default=None)
-        if first is not None:
-            merged.inputs, merged.systems = first[1].inputs, first[1].systems
-    if not merged.has_output:
-        last = max((c for c in calls if c[1].has_output), key=lambda c: c[0].end, default=None)
-        if last is not None:
-            merged.outputs = _final_text(last[1].outputs)
+    first = min((c for c in calls if c[1].has_input), key=lambda c: c[0].start, default=None)
+    last = max((c for c in calls if c[1].has_output), key=lambda c: c[0].end, default=None)
+    merged = _filled(own, own, first[1].inputs if first else [],
+                     first[1].systems if first else [],
+                     _final_text(last[1].outputs) if last else [])
     return merged, f"trace:{calls[0][1].source}"
 
 

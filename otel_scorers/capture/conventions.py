@@ -60,6 +60,15 @@ class Found:
         return any(m.content.strip() for m in self.inputs + self.systems)
 
     @property
+    def has_turns(self) -> bool:
+        """Conversation turns (user, tool, earlier assistant), not only instructions."""
+        return any(m.content.strip() for m in self.inputs)
+
+    @property
+    def has_system(self) -> bool:
+        return any(m.content.strip() for m in self.systems)
+
+    @property
     def has_output(self) -> bool:
         return any(m.content.strip() for m in self.outputs)
 

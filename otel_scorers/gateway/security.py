@@ -20,7 +20,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["ENV_TOKEN", "BearerAuth", "mask", "safe_url", "server_tls", "token_from"]
+__all__ = ["ENV_TOKEN", "BearerAuth", "mask", "safe_url", "server_tls", "token_from",
+           "url_secrets"]
 
 ENV_TOKEN = "OTEL_SCORERS_GATEWAY_TOKEN"
 
@@ -78,6 +79,17 @@ def safe_url(url: str) -> str:
         host = f"[{host}]"
     netloc = f"{host}:{parts.port}" if parts.port else host
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def url_secrets(url: str) -> list[str]:
+    """The password of ``url``'s authority, as written and percent-decoded."""
+    from urllib.parse import unquote
+
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return []
+    return [password, unquote(password)] if password else []
 
 
 def mask(text: str, secrets: Iterable[str]) -> str:

@@ -52,7 +52,7 @@ from otel_scorers._version import __version__
 from otel_scorers.emit import names as n
 from otel_scorers.gateway.body import BodyError, decompress, read_limited
 from otel_scorers.gateway.content import strip_logs, strip_spans
-from otel_scorers.gateway.security import BearerAuth, mask, safe_url
+from otel_scorers.gateway.security import BearerAuth, mask, safe_url, url_secrets
 from otel_scorers.otlp import OTLPDecodeError, spans_of
 from otel_scorers.otlp.bodies import SIGNALS, decode
 from otel_scorers.otlp.logs import records_of
@@ -258,7 +258,7 @@ class Gateway:
 
     def _masked(self, text: str) -> str:
         """Upstream answers and errors with the upstream's credentials and headers masked."""
-        secrets = list(self.upstream_headers.values())
+        secrets = [*self.upstream_headers.values(), *url_secrets(self.upstream)]
         shown = self.shown_upstream
         if shown != self.upstream:
             text = text.replace(self.upstream, shown)
