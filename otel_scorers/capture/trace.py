@@ -107,6 +107,14 @@ class TraceBuffer:
     def bytes(self) -> int:
         return self._bytes
 
+    def reset_after_fork(self) -> None:
+        """In a forked child: a fresh lock (the parent's may have been held by a thread that
+        does not exist here) and no content of the parent's traces."""
+        self._lock = threading.Lock()
+        self._traces.clear()
+        self._bytes = 0
+        self.dropped.clear()
+
     # -- recording (hot path) --------------------------------------------------------------
     def observe(self, span: ReadableSpan, attrs: Mapping[str, Any] | None,
                 *, keep_content: bool = True, agent: bool = False, create: bool = False

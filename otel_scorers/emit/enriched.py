@@ -61,6 +61,12 @@ class EnrichedExport:
         self._lock = threading.Lock()
         self._on_unscored = on_unscored or (lambda reason, count: None)
 
+    def reset_after_fork(self) -> None:
+        """In a forked child: a fresh lock; the parent's held spans are the parent's to
+        export (the batch processor inside restarts its own worker)."""
+        self._lock = threading.Lock()
+        self._held = {}
+
     def __len__(self) -> int:
         return len(self._held)
 

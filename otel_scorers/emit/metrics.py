@@ -8,6 +8,7 @@ distinct ids are recorded per scorer and the rest count under ``criterion="_othe
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping
@@ -76,6 +77,9 @@ class ScorerMetrics:
             _observe(meter, self, n.METRIC_HELD_SPANS, "gauge", "{span}",
                      "Spans held for enriched export", _gauge(held_spans))
 
+    def reset_after_fork(self) -> None:
+        self._lock = threading.Lock()
+
     def unscored(self, reason: str, count: int) -> None:
         self.unscored_exports.add(count, {n.M_REASON: reason})
 
@@ -132,6 +136,15 @@ Callback = Callable[[CallbackOptions], Iterable[Observation]]
 _OBSERVED: weakref.WeakKeyDictionary[Any, dict[str, weakref.WeakKeyDictionary[Any, Callback]]] = (
     weakref.WeakKeyDictionary())
 _OBSERVED_LOCK = threading.Lock()
+
+
+def _reset_lock_after_fork() -> None:
+    global _OBSERVED_LOCK
+    _OBSERVED_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_lock_after_fork)
 
 
 def _observe(meter: Meter, owner: ScorerMetrics, name: str, kind: str, unit: str,

@@ -23,6 +23,11 @@ class ResultCache:
         self._entries: OrderedDict[str, tuple[float, ScoreResult]] = OrderedDict()
         self._lock = threading.Lock()
 
+    def reset_after_fork(self) -> None:
+        """In a forked child: a fresh lock; the parent's judgements are dropped."""
+        self._lock = threading.Lock()
+        self._entries = OrderedDict()
+
     @property
     def enabled(self) -> bool:
         return self.ttl_s > 0 and self.max_entries > 0

@@ -36,6 +36,11 @@ class DecisionCounts:
         self._counts: dict[tuple[str, str, str | None, str | None], int] = {}
         self._lock = threading.Lock()
 
+    def reset_after_fork(self) -> None:
+        """In a forked child: a fresh lock and no counts (they are the parent's)."""
+        self._lock = threading.Lock()
+        self._counts = {}
+
     def add(self, scorer: str, decision: str, reason: str | None = None,
             error_type: str | None = None, amount: int = 1) -> None:
         key = (scorer, decision, reason, error_type)

@@ -32,6 +32,12 @@ class Deferred:
         self._count = 0
         self._lock = threading.Lock()
 
+    def reset_after_fork(self) -> None:
+        """In a forked child: a fresh lock; the parent's waiting jobs are not ours."""
+        self._lock = threading.Lock()
+        self._jobs = {}
+        self._count = 0
+
     def __len__(self) -> int:
         return self._count
 

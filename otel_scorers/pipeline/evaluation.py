@@ -83,6 +83,12 @@ class Evaluation:
     #: The reason counted for evaluations cancelled before they finished.
     cancel_reason: str = Reason.SHUTDOWN
 
+    def reset_after_fork(self) -> None:
+        """In a forked child: no judgements in flight, an empty cache, fresh locks."""
+        self.inflight = {}
+        self.cache.reset_after_fork()
+        self.metrics.reset_after_fork()
+
     # -- capture --------------------------------------------------------------------------
     def capture(self, span: ReadableSpan, *, attributes: Mapping[str, Any] | None = None,
                 descendants: Sequence[ReadableSpan | Piece] | None = None,

@@ -419,7 +419,20 @@ class ScoringSpanProcessor(SpanProcessor):
             self._enriched.shutdown()
 
     def _after_fork(self) -> None:
+        """In a forked child (gunicorn, celery): every lock is new (one held by a parent's
+        thread at fork time would never be released here) and the parent's buffered
+        content, counts, cache, waiting runs and held spans are dropped; workers start afresh
+        on the first run."""
+        self._shutdown_lock = threading.Lock()
         self._worker.reset_after_fork()
+        self._buffer.reset_after_fork()
+        self.counts.reset_after_fork()
+        self._deferred.reset_after_fork()
+        self._evaluation.reset_after_fork()
+        if self._enriched is not None:
+            self._enriched.reset_after_fork()
+        for slot in self._slots:
+            slot.sampler.reset_after_fork()
 
 
 class _Unselected:

@@ -101,6 +101,12 @@ class Sampler:
         self.budget = (HourlyBudget(policy.budget_tokens_per_hour, policy.budget_cost_per_hour)
                        if policy.budget_tokens_per_hour or policy.budget_cost_per_hour else None)
 
+    def reset_after_fork(self) -> None:
+        """In a forked child: fresh locks for the rate limiter and the budget."""
+        for part in (self.limiter, self.budget):
+            if part is not None:
+                part.reset_after_fork()
+
     def sampled(self, span: ReadableSpan) -> bool:
         ratio = self.policy.ratio_for(span)
         if ratio >= 1.0:
@@ -119,6 +125,9 @@ class RateLimiter:
         self._tokens = self.capacity
         self._clock = clock
         self._last = clock()
+        self._lock = threading.Lock()
+
+    def reset_after_fork(self) -> None:
         self._lock = threading.Lock()
 
     def allow(self) -> bool:
@@ -141,6 +150,9 @@ class HourlyBudget:
         self.max_cost = cost
         self._clock = clock
         self._buckets: dict[int, list[float]] = {}
+        self._lock = threading.Lock()
+
+    def reset_after_fork(self) -> None:
         self._lock = threading.Lock()
 
     def _minute(self) -> int:
