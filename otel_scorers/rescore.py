@@ -111,9 +111,10 @@ def collect_runs(paths: Iterable[str | Path], processor: ScoringSpanProcessor
 
 
 def result_line(ref: RunRef, result: ScoreResult, agent: str | None) -> dict[str, Any]:
-    """One JSON-lines record: the evaluated span's identity, then the result's ``to_dict``."""
+    """One JSON-lines record: the evaluated span's identity, then the result's ``to_dict``
+    (a skipped evaluation with ``score: null``, ``label: "skipped"``)."""
     return {"trace_id": ref.trace_id, "span_id": ref.span_id, "span_name": ref.span.name,
-            "agent": agent, **result.to_dict()}
+            "agent": agent, **result.reported().to_dict()}
 
 
 def done_pairs(path: Path) -> set[tuple[str, str, str]]:

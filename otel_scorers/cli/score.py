@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from otel_scorers.cli.errors import UsageProblem
+from otel_scorers.cli.errors import EXIT_FAILED, UsageProblem
 from otel_scorers.errors import ConfigError
 from otel_scorers.judge.client import ENV_API_BASE, ENV_API_KEY, ENV_MODEL, JudgeClient
 from otel_scorers.scorers.alignment import (
@@ -84,7 +84,7 @@ def _build_run(run_file: str | None, input_text: str | None, system: tuple[str, 
               help="Redact e-mails, phones, card numbers and secrets before judging.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (to_dict()).")
 @click.option("--fail-under", type=float, default=None,
-              help="Exit 2 when the score is below this value.")
+              help="Exit 1 when the score is below this value (or nothing was judged).")
 def score(scorer_name: str, criteria: tuple[str, ...], optional: tuple[str, ...], mode: str,
           scale: float, input_text: str | None, system: tuple[str, ...], output: str | None,
           run_file: str | None, model: str | None, api_base: str | None, api_key: str | None,
@@ -102,11 +102,11 @@ def score(scorer_name: str, criteria: tuple[str, ...], optional: tuple[str, ...]
             scorer = RubricScorer(judge, rubric, scale=scale)
         else:
             if criteria or optional:
-                raise click.UsageError("--criteria/--optional apply to the rubric scorer only")
+                raise UsageProblem("--criteria/--optional apply to the rubric scorer only")
             scorer = PromptAlignmentScorer(judge, scale=scale, evaluation_mode=mode)  # type: ignore[arg-type]
     except ConfigError as exc:
         raise UsageProblem(str(exc)) from exc
-    result = scorer.run(run)
+    result = scorer.run(run).reported()
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
     else:
@@ -115,9 +115,14 @@ def score(scorer_name: str, criteria: tuple[str, ...], optional: tuple[str, ...]
         if not as_json:
             click.echo(f"Error: not scored ({result.error.type}): {result.error.message}",
                        err=True)
-        sys.exit(1)
-    if fail_under is not None and result.score is not None and result.score < fail_under:
-        sys.exit(2)
+        sys.exit(EXIT_FAILED)
+    if fail_under is not None:
+        if result.score is None:  # skipped: nothing was judged, so nothing passed
+            click.echo(f"Error: not scored ({result.skipped}): --fail-under needs a judged "
+                       "run", err=True)
+            sys.exit(EXIT_FAILED)
+        if result.score < fail_under:
+            sys.exit(EXIT_FAILED)
 
 
 def _print_result(result: ScoreResult) -> None:

@@ -91,6 +91,8 @@ ENV_VARS: Mapping[str, EnvVar] = {
     "OTEL_SCORERS_EXPORTED_CONTENT": EnvVar(("exported_content",), str,
                                             "GenAI content on exported spans and logs: "
                                             "keep|strip"),
+    "OTEL_SCORERS_MAX_AGENTS": EnvVar(("max_agents",), int,
+                                      "distinct agent names in metric labels (then _other)"),
     "OTEL_SCORERS_LOG_WAIT_S": EnvVar(("log_wait_s",), float,
                                       "seconds a run without content waits for its log "
                                       "records"),

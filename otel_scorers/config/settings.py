@@ -121,3 +121,4 @@ class Settings(_Strict):
     assemble_from_trace: bool = True
     exported_content: Literal["keep", "strip"] = "keep"
     log_wait_s: float = Field(default=5.0, ge=0)
+    max_agents: int = Field(default=100, gt=0)

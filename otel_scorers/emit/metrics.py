@@ -1,9 +1,11 @@
 """The metric instruments and what each evaluation records on them.
 
 Attributes are low-cardinality only: scorer, label, passed, agent, judge model, criterion id,
-dimension, decision, reason, error type. Never text, never run or trace ids. Criterion ids come
-from the rubric; dynamic rubrics could multiply them, so at most ``max_criteria_series``
-distinct ids are recorded per scorer and the rest count under ``criterion="_other"``.
+dimension, decision, reason, error type. Never text, never run or trace ids. Two come from the
+application and could multiply without end: criterion ids (dynamic rubrics) and agent names.
+At most ``max_criteria_series`` distinct criterion ids per scorer and ``max_agents`` distinct
+agent names are recorded; the rest count under ``"_other"``, and every value folded so is
+counted in ``otel_scorers.metric.overflow`` (by ``label``: ``criterion`` or ``agent``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ class ScorerMetrics:
                  queue_depth: Callable[[], int] | None = None,
                  held_spans: Callable[[], int] | None = None,
                  buffer_dropped: Callable[[], Mapping[str, int]] | None = None,
-                 max_criteria_series: int = 100) -> None:
+                 max_criteria_series: int = 100, max_agents: int = 100) -> None:
         meter: Meter = get_meter(n.SCOPE_NAME, meter_provider=meter_provider)
         self.score = meter.create_histogram(
             n.METRIC_SCORE, unit="1", description="Evaluation scores divided by their scale (0..1)",
@@ -67,8 +69,13 @@ class ScorerMetrics:
             _observe(meter, self, n.METRIC_BUFFER_DROPPED, "counter", "{span}",
                      "Content spans dropped from the trace-assembly buffer, by reason",
                      _by_reason(buffer_dropped))
+        self.overflow = meter.create_counter(
+            n.METRIC_OVERFLOW, unit="{value}",
+            description="Metric attribute values folded into _other (cardinality caps)")
         self._max_criteria = max_criteria_series
+        self._max_agents = max_agents
         self._criteria: dict[str, set[str]] = {}
+        self._agents: set[str] = set()
         self._lock = threading.Lock()
         if queue_depth is not None:
             _observe(meter, self, n.METRIC_QUEUE_DEPTH, "gauge", "{run}",
@@ -85,7 +92,9 @@ class ScorerMetrics:
 
     def result(self, result: ScoreResult, agent: str | None) -> None:
         """Record a completed evaluation (scored, cached or failed)."""
-        base: dict[str, Any] = {n.M_SCORER: result.scorer, n.M_AGENT: agent or "unknown"}
+        base: dict[str, Any] = {n.M_SCORER: result.scorer,
+                                n.M_AGENT: self._capped(self._agents, agent or "unknown",
+                                                        self._max_agents, "agent")}
         model = result.judge.model if result.judge is not None else "none"
         if result.judge is not None and not result.cached:
             usage = result.judge
@@ -118,12 +127,18 @@ class ScorerMetrics:
     def _criterion(self, scorer: str, criterion: str) -> str:
         with self._lock:
             seen = self._criteria.setdefault(scorer, set())
-            if criterion in seen:
-                return criterion
-            if len(seen) >= self._max_criteria:
-                return OTHER
-            seen.add(criterion)
-            return criterion
+        return self._capped(seen, criterion, self._max_criteria, "criterion")
+
+    def _capped(self, seen: set[str], value: str, limit: int, label: str) -> str:
+        """``value``, or ``_other`` once ``limit`` distinct values were seen (counted)."""
+        with self._lock:
+            if value in seen:
+                return value
+            if len(seen) < limit:
+                seen.add(value)
+                return value
+        self.overflow.add(1, {n.M_LABEL: label})
+        return OTHER
 
 
 Callback = Callable[[CallbackOptions], Iterable[Observation]]

@@ -90,6 +90,7 @@ METRIC_QUEUE_DEPTH: Final = "otel_scorers.queue.depth"           # gauge
 METRIC_HELD_SPANS: Final = "otel_scorers.held.spans"             # gauge (enriched export)
 METRIC_UNSCORED_EXPORTS: Final = "otel_scorers.enriched.unscored"  # counter, by reason
 METRIC_BUFFER_DROPPED: Final = "otel_scorers.trace_buffer.dropped"  # counter, by reason
+METRIC_OVERFLOW: Final = "otel_scorers.metric.overflow"  # counter, values folded into _other
 # The OTLP gateway (``otel-scorers serve``).
 METRIC_GATEWAY_REQUESTS: Final = "otel_scorers.gateway.requests"  # counter, by outcome
 METRIC_GATEWAY_SPANS: Final = "otel_scorers.gateway.spans"        # counter, spans forwarded

@@ -50,8 +50,9 @@ class ResultCache:
             return result
 
     def put(self, key: str, result: ScoreResult) -> None:
-        """Store a successful result (errors are never cached: the next run retries)."""
-        if not self.enabled or result.error is not None:
+        """Store a judged result (errors are never cached: the next run retries; skipped
+        evaluations judged nothing)."""
+        if not self.enabled or result.error is not None or result.skipped is not None:
             return
         with self._lock:
             self._entries[key] = (self._clock(), result)

@@ -109,6 +109,7 @@ class ScoringSpanProcessor(SpanProcessor):
         assemble_from_trace: bool | None = None,
         exported_content: Literal["keep", "strip"] | None = None,
         log_wait_s: float | None = None,
+        max_agents: int | None = None,
         capture_limits: Limits | None = None,
         config: str | Path | None = None,
     ) -> None:
@@ -119,7 +120,8 @@ class ScoringSpanProcessor(SpanProcessor):
             "evaluation_timeout_s": evaluation_timeout_s, "hold_timeout_s": hold_timeout_s,
             "max_held": max_held, "shutdown_timeout_s": shutdown_timeout_s,
             "exit_timeout_s": exit_timeout_s, "assemble_from_trace": assemble_from_trace,
-            "exported_content": exported_content, "log_wait_s": log_wait_s}, config)
+            "exported_content": exported_content, "log_wait_s": log_wait_s,
+            "max_agents": max_agents}, config)
         self.settings = settings
         self._slots = build.build_slots(
             scorers if scorers is not None else build.scorers_from(settings),
@@ -137,7 +139,7 @@ class ScoringSpanProcessor(SpanProcessor):
             meter_provider, decisions=self.counts.observe,
             queue_depth=lambda: self._worker.depth,
             held_spans=(lambda: len(self._enriched or ())) if exporter is not None else None,
-            buffer_dropped=self._buffer.dropped.copy)
+            buffer_dropped=self._buffer.dropped.copy, max_agents=settings.max_agents)
         self._enriched = (EnrichedExport(exporter, hold_timeout_s=settings.hold_timeout_s,
                                          max_held=settings.max_held,
                                          on_unscored=metrics.unscored)

@@ -101,6 +101,14 @@ class ScoreResult(BaseModel):
         """True when the score equals its maximum (the seed's ``isTaskComplete`` test)."""
         return self.score is not None and self.score >= self.scale
 
+    def reported(self) -> ScoreResult:
+        """This result as telemetry, the CLI and ``rescore`` report it: a skipped evaluation
+        (nothing was judged, e.g. no rubric) carries no score and no pass verdict there,
+        only ``label="skipped"``; anything else is returned as it is."""
+        if self.skipped is None:
+            return self
+        return self.model_copy(update={"score": None, "passed": None, "label": "skipped"})
+
     def raise_for_error(self) -> ScoreResult:
         """Raise the error this result carries (as its original exception class), if any."""
         if self.error is not None:

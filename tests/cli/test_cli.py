@@ -70,10 +70,24 @@ def test_judge_failure_exits_1_with_error(cli: CliRunner,
 
 
 def test_fail_under(cli: CliRunner, judge_server: ScriptedJudgeServer) -> None:
-    judge_server.script(rubric_answer([False]))
-    result = cli.invoke(main, ["score", "--criteria", "x", "--output", "a", "--fail-under", "1",
-                               "--json"])
-    assert result.exit_code == 2
+    judge_server.script(rubric_answer([False]), rubric_answer([True]))
+    args = ["score", "--criteria", "x", "--output", "a", "--fail-under", "1", "--json"]
+    assert cli.invoke(main, args).exit_code == 1  # below: 1, as a failed judgement
+    assert cli.invoke(main, args).exit_code == 0
+
+
+def test_a_skipped_evaluation_is_never_a_score(cli: CliRunner,
+                                               judge_server: ScriptedJudgeServer) -> None:
+    # a rubric scorer with no rubric judges nothing: no score, and --fail-under fails
+    result = cli.invoke(main, ["score", "--output", "a", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert (data["score"], data["passed"], data["label"], data["skipped"]) == (
+        None, None, "skipped", "no_rubric")
+    result = cli.invoke(main, ["score", "--output", "a", "--fail-under", "0"])
+    assert result.exit_code == 1
+    assert "not scored (no_rubric)" in result.output
+    assert judge_server.requests == []
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -85,7 +99,7 @@ def test_fail_under(cli: CliRunner, judge_server: ScriptedJudgeServer) -> None:
 ])
 def test_user_mistakes_are_one_line_errors(cli: CliRunner, args: list[str], message: str) -> None:
     result = cli.invoke(main, args)
-    assert result.exit_code in (1, 2)
+    assert result.exit_code == 2  # usage and configuration errors
     assert message in result.output
     assert "Traceback" not in result.output
 

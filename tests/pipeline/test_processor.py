@@ -552,3 +552,19 @@ def test_llm_level_tracing_says_why_nothing_is_scored(
     assert "3 spans or log records" in warnings[0] and "'chat gpt-4o'" in warnings[0]
     assert "include_llm_spans=True" in warnings[0]
     assert "OTEL_SCORERS_INCLUDE_LLM_SPANS=true" in warnings[0]
+
+
+def test_a_run_without_rubric_is_never_a_score_even_when_repeated(
+        telemetry: Telemetry, make_processor: Any, judge: JudgeClient,
+        judge_server: ScriptedJudgeServer) -> None:
+    # the cache once served the second, identical run as a passing score (1.0, pass=true)
+    processor = make_processor([RubricScorer(judge)])  # no criteria, no rubric for the run
+    for _ in range(3):
+        end_agent_span(telemetry)
+        assert processor.force_flush(10_000)
+    assert processor.stats()["rubric"] == {"selected": 3, "filtered": 3}
+    assert processor.counts.count("filtered", "no_rubric") == 3
+    assert telemetry.evaluation_spans() == []
+    assert telemetry.metric_value("otel_scorers.evaluations") is None
+    assert telemetry.metric_value("otel_scorers.evaluation.score") is None
+    assert judge_server.requests == []
