@@ -4,6 +4,7 @@
 
     OtelScorersError
     ├── ConfigError            bad configuration (raised at construction, never at run time)
+    │   └── EnvConfigError     bad OTEL_SCORERS_* environment variables
     ├── ScorerInputError       the run has nothing the scorer can judge     error.type invalid_input
     └── JudgeError             the judge call failed                        error.type below
         ├── JudgeTimeoutError        timeout
@@ -26,6 +27,7 @@ from typing import Any
 
 __all__ = [
     "ConfigError",
+    "EnvConfigError",
     "JudgeConnectionError",
     "JudgeError",
     "JudgeOutputError",
@@ -50,6 +52,14 @@ class ConfigError(OtelScorersError, ValueError):
     """Invalid configuration: raised when a scorer, judge or processor is built."""
 
     error_type = "config_error"
+
+
+class EnvConfigError(ConfigError):
+    """Bad ``OTEL_SCORERS_*`` environment variables; ``problems`` has one line for each."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = list(problems or [message])
 
 
 class ScorerInputError(OtelScorersError):

@@ -29,9 +29,11 @@ def processor_for(config_file: str | None, telemetry: Any, **overrides: Any) -> 
     ``telemetry`` (an :class:`otel_scorers.otlp.Telemetry`) or nowhere."""
     from opentelemetry.sdk.metrics import MeterProvider
 
+    from otel_scorers.config import load_settings
     from otel_scorers.pipeline.processor import ScoringSpanProcessor
 
     try:
+        load_settings(config=config_file)  # a bad environment is exit 2 here, not "disabled"
         if telemetry is None:
             return ScoringSpanProcessor(config=config_file, meter_provider=MeterProvider(),
                                         evaluation_spans=False, events=False, **overrides)

@@ -3,8 +3,11 @@
 Precedence: argument, then environment, then file, then default. The file is named by the
 ``config`` argument or ``OTEL_SCORERS_CONFIG``; it is validated by pydantic and unknown keys are
 an error. Environment variables are read when settings are loaded (processor construction),
-never at import. As in the OTel SDK, a bad argument or file raises :class:`ConfigError`, while a
-bad environment value is logged and ignored.
+never at import. A bad argument or file raises :class:`ConfigError`; a bad environment value,
+or an ``OTEL_SCORERS_*`` name nobody reads (a misspelling), raises :class:`EnvConfigError`
+naming each variable and what it accepts. Unlike the OTel SDK, which warns and falls back, a
+bad value is never ignored here: falling back would mean judging every run with no budget.
+The processor turns that error into one logged line and scoring off; the CLI into exit 2.
 
 ``load_settings`` returns the settings and, for every leaf, where its value came from
 (``otel-scorers check-config`` prints both).
@@ -32,7 +35,7 @@ from otel_scorers.config.settings import (
     SelectionSettings,
     Settings,
 )
-from otel_scorers.errors import ConfigError
+from otel_scorers.errors import ConfigError, EnvConfigError
 
 __all__ = [
     "ENV_VARS",
@@ -103,7 +106,10 @@ def load_settings(arguments: Mapping[str, Any] | None = None, *,
         layer = _file_layer(path)
         data = merge(data, layer)
         sources.update(dict.fromkeys(_leaves(layer), f"file {path}"))
-    env_data, env_sources = env_layer(env, data)
+    env_data, env_sources, problems = env_layer(env, data)
+    if problems:
+        raise EnvConfigError("invalid otel-scorers environment: " + "; ".join(problems),
+                             problems)
     data = merge(data, env_data)
     sources.update(env_sources)
     if arguments:

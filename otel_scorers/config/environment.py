@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from otel_scorers.config.settings import Settings
 
-__all__ = ["ENV_VARS", "EnvVar", "env_layer", "merge", "nested"]
+__all__ = ["ENV_VARS", "OTHER_VARS", "EnvVar", "env_layer", "merge", "nested", "unknown_vars"]
 
 logger = logging.getLogger(__name__)
 
@@ -116,10 +116,19 @@ def nested(path: tuple[str, ...], value: Any) -> dict[str, Any]:
     return dict(out)
 
 
-def env_layer(env: Mapping[str, str], base: dict[str, Any]) -> tuple[dict[str, Any],
-                                                                      dict[str, str]]:
+#: ``OTEL_SCORERS_*`` variables read elsewhere than the settings (not misspellings).
+OTHER_VARS = frozenset({"OTEL_SCORERS_CONFIG", "OTEL_SCORERS_UPSTREAM",
+                        "OTEL_SCORERS_GATEWAY_TOKEN"})
+
+
+def env_layer(env: Mapping[str, str], base: dict[str, Any]
+              ) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """The settings the environment sets, where each came from, and the problems found: one
+    line per variable with a bad value or an unknown ``OTEL_SCORERS_*`` name (with the
+    accepted values, or the name it probably meant)."""
     layer: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    problems = unknown_vars(env)
     scorer_types: list[str] | None = None
     mode: str | None = None
     for name, var in ENV_VARS.items():
@@ -129,7 +138,7 @@ def env_layer(env: Mapping[str, str], base: dict[str, Any]) -> tuple[dict[str, A
         try:
             value = var.parse(raw)
         except ValueError as exc:
-            logger.warning("ignoring %s=%r: %s", name, raw, exc)
+            problems.append(f"{name}={_shown(name, raw)}: {exc} (expected {var.help})")
             continue
         if var.path == ("scorers",):
             scorer_types = value
@@ -138,27 +147,52 @@ def env_layer(env: Mapping[str, str], base: dict[str, Any]) -> tuple[dict[str, A
             mode = value
             continue
         candidate = merge(layer, nested(var.path, value))
-        if not _valid(merge(base, candidate)):
-            logger.warning("ignoring %s=%r: not a valid value", name, raw)
+        error = _invalid(merge(base, candidate))
+        if error:
+            problems.append(f"{name}={_shown(name, raw)}: {error} ({var.help})")
             continue
         layer = candidate
         sources["rubrics" if var.path[0] == "rubrics" else ".".join(var.path)] = f"env {name}"
     if scorer_types is not None or mode is not None:
         types = scorer_types or [s["type"] for s in base.get("scorers", [])]
         scorers = [{"type": t, **({"evaluation_mode": mode}
-                                  if mode and t == "prompt_alignment" else {})} for t in types]
+                                  if mode and t.replace("-", "_") == "prompt_alignment"
+                                  else {})} for t in types]
         candidate = merge(layer, {"scorers": scorers})
-        if _valid(merge(base, candidate)):
+        error = _invalid(merge(base, candidate))
+        if error:
+            problems.append(f"OTEL_SCORERS_SCORERS/OTEL_SCORERS_ALIGNMENT_MODE: {error} "
+                            "(scorers: rubric, prompt_alignment; mode: user, system, both)")
+        else:
             layer = candidate
             sources["scorers"] = "env OTEL_SCORERS_SCORERS/OTEL_SCORERS_ALIGNMENT_MODE"
-        else:
-            logger.warning("ignoring OTEL_SCORERS_SCORERS/OTEL_SCORERS_ALIGNMENT_MODE: invalid")
-    return layer, sources
+    return layer, sources, problems
 
 
-def _valid(data: Mapping[str, Any]) -> bool:
+def unknown_vars(env: Mapping[str, str]) -> list[str]:
+    """Problems for ``OTEL_SCORERS_*`` names nobody reads: most likely misspellings."""
+    import difflib
+
+    known = [*ENV_VARS, *OTHER_VARS]
+    problems = []
+    for name in sorted(env):
+        if name.startswith("OTEL_SCORERS_") and name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            problems.append(f"{name} is not an otel-scorers setting{hint}")
+    return problems
+
+
+def _shown(name: str, raw: str) -> str:
+    """A value as it may be printed: never a key's."""
+    return "'****'" if name.endswith("API_KEY") else repr(raw[:80])
+
+
+def _invalid(data: Mapping[str, Any]) -> str:
+    """The first validation message for ``data``, or ``""`` when it is valid."""
     try:
         Settings.model_validate(data)
-    except ValidationError:
-        return False
-    return True
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return str(first["msg"])
+    return ""

@@ -5,9 +5,9 @@ Validated by pydantic; unknown keys are an error; values are frozen.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr
 
 __all__ = [
     "BoostSettings",
@@ -62,8 +62,13 @@ class CriterionSettings(_Strict):
     required: bool = True
 
 
+def scorer_type(value: object) -> object:
+    """``prompt-alignment`` (the CLI's spelling) and ``prompt_alignment`` are one scorer."""
+    return value.strip().lower().replace("-", "_") if isinstance(value, str) else value
+
+
 class ScorerSettings(_Strict):
-    type: Literal["rubric", "prompt_alignment"]
+    type: Annotated[Literal["rubric", "prompt_alignment"], BeforeValidator(scorer_type)]
     name: str | None = None
     criteria: str | list[str | CriterionSettings] | None = None
     scale: float = Field(default=1.0, gt=0)

@@ -182,6 +182,17 @@ class JudgeClient:
                  json.dumps(self.extra_params, sort_keys=True, default=str)]
         return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
 
+    def priced(self) -> bool:
+        """Whether litellm's price table knows this model (loads litellm: seconds, once)."""
+        if self.model.startswith("local/"):
+            return True  # the embedded model costs nothing
+        litellm = load_litellm()
+        try:
+            litellm.cost_per_token(model=self.model, prompt_tokens=1000, completion_tokens=0)
+        except Exception:
+            return False
+        return True
+
     # -- the call -----------------------------------------------------------------------------
     async def judge(self, request: JudgeRequest[T]) -> Judgement[T]:
         """Ask the judge once (plus retries and at most one corrective re-ask).
@@ -303,7 +314,8 @@ class JudgeClient:
                 meter.retries += 1
                 await asyncio.sleep(delay)
                 continue
-            meter.add(response, _cost(litellm, response))
+            free = self.model.startswith("local/")  # the embedded model costs nothing
+            meter.add(response, 0.0 if free else _cost(litellm, response))
             return _content_of(response)
 
 

@@ -24,7 +24,7 @@ from otel_scorers.config import (
     Settings,
     load_settings,
 )
-from otel_scorers.errors import ConfigError
+from otel_scorers.errors import ConfigError, EnvConfigError
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.judge.retry import RetryPolicy
 from otel_scorers.pipeline.sampling import Boost, Sampler, Sampling
@@ -66,10 +66,16 @@ class Slot:
     sampler: Sampler
 
 
-def resolve_settings(arguments: Mapping[str, Any], config: str | Path | None) -> Settings:
-    """Settings from ``arguments`` (``None`` values dropped) over env over file over defaults."""
+def resolve_settings(arguments: Mapping[str, Any], config: str | Path | None
+                     ) -> tuple[Settings, list[str]]:
+    """Settings from ``arguments`` (``None`` values dropped) over env over file over defaults,
+    and the problems of the environment: when there are some, the settings leave the
+    environment out (the caller turns scoring off; it never judges with half a setup)."""
     given = {key: value for key, value in arguments.items() if value is not None}
-    return load_settings(given, config=config).settings
+    try:
+        return load_settings(given, config=config).settings, []
+    except EnvConfigError as exc:
+        return load_settings(given, config=config, env={}).settings, exc.problems
 
 
 def build_slots(scorers: Sequence[Scorer | ScorerSpec], default: Sampling) -> tuple[Slot, ...]:

@@ -178,6 +178,9 @@ class Evaluation:
                 result = await self._judge_once(slot, run, key)
                 if budget is not None and result.judge is not None:
                     budget.spend(result.judge.total_tokens, result.judge.cost_usd)
+                    if budget.unpriced and budget.max_cost is not None:
+                        self.log_once(f"unpriced:{slot.name}", unpriced_warning(
+                            slot.name, result.judge.model))
                 decision, reason, error_type = decision_of(result)
             self.counts.add(slot.name, decision, reason, error_type)
             counted = True
@@ -245,6 +248,15 @@ class Evaluation:
         """One scorer is done with ``span``: hand its attributes to enriched export."""
         if self.enriched is not None and span.context is not None:
             self.enriched.add(span.context.span_id, attributes)
+
+
+def unpriced_warning(scorer: str, model: str) -> str:
+    from otel_scorers.pipeline.sampling import UNPRICED_USD_PER_1K_TOKENS
+
+    return (f"otel-scorers: judge model {model!r} of scorer {scorer} has no price in "
+            "litellm's table: budget_cost_per_hour counts its calls at an estimated "
+            f"${UNPRICED_USD_PER_1K_TOKENS:g} per 1,000 tokens (set budget_tokens_per_hour "
+            "for an exact bound)")
 
 
 def _cache_key(scorer: Scorer, run: ScorerRun) -> str | None:

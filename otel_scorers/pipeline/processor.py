@@ -12,6 +12,7 @@ Every selected (span, scorer) pair ends in exactly one counted decision (see
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -45,7 +46,7 @@ from otel_scorers.pipeline.cache import ResultCache
 from otel_scorers.pipeline.content import ContentStripper
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.deferral import Deferred
-from otel_scorers.pipeline.evaluation import Evaluation, Job
+from otel_scorers.pipeline.evaluation import Evaluation, Job, unpriced_warning
 from otel_scorers.pipeline.logs import ScoringLogProcessor
 from otel_scorers.pipeline.sampling import Sampling
 from otel_scorers.pipeline.selection import Selection, Selector, is_llm_call
@@ -113,7 +114,7 @@ class ScoringSpanProcessor(SpanProcessor):
         capture_limits: Limits | None = None,
         config: str | Path | None = None,
     ) -> None:
-        settings = build.resolve_settings({
+        settings, problems = build.resolve_settings({
             "evaluation_spans": evaluation_spans, "events": events, "reasons": reasons,
             "max_reason_chars": max_reason_chars, "queue_size": queue_size,
             "concurrency": concurrency, "cache_ttl_s": cache_ttl_s, "cache_size": cache_size,
@@ -123,6 +124,12 @@ class ScoringSpanProcessor(SpanProcessor):
             "exported_content": exported_content, "log_wait_s": log_wait_s,
             "max_agents": max_agents}, config)
         self.settings = settings
+        #: Why scoring is off (bad ``OTEL_SCORERS_*`` variables), or empty.
+        self.disabled_because = problems
+        if problems:
+            logger.error("otel-scorers: scoring is disabled: %s", "; ".join(problems))
+            self.on_end = self._forward  # type: ignore[method-assign]
+            self.observe_record = _ignore  # type: ignore[method-assign,assignment]
         self._slots = build.build_slots(
             scorers if scorers is not None else build.scorers_from(settings),
             sampling or build.sampling_from(settings.sampling))
@@ -169,6 +176,25 @@ class ScoringSpanProcessor(SpanProcessor):
             os.register_at_fork(after_in_child=lambda: _after_fork(ref))
         background_loop.at_main_thread_exit(self._at_exit)
         background_loop.before_exit(self.shutdown)
+        if any(slot.sampler.budget is not None and slot.sampler.budget.max_cost is not None
+               for slot in self._slots):
+            background_loop.submit(self._check_prices())
+
+    async def _check_prices(self) -> None:
+        """With a cost budget: warn at start-up about judge models litellm cannot price (off
+        the caller's thread: it loads litellm)."""
+        for slot in self._slots:
+            judge = getattr(slot.scorer, "judge", None)
+            budget = slot.sampler.budget
+            if judge is None or budget is None or budget.max_cost is None:
+                continue
+            try:
+                priced = await asyncio.to_thread(judge.priced)
+            except Exception:
+                continue
+            if priced is False:
+                self._log_once(f"unpriced:{slot.name}",
+                               unpriced_warning(slot.name, str(getattr(judge, "model", "?"))))
 
     @property
     def scorers(self) -> tuple[Scorer, ...]:
@@ -457,6 +483,10 @@ class _Unselected:
         if not self.first:
             self.first = name
         return self.count == self.WARN_AFTER
+
+
+def _ignore(_record: Any) -> None:
+    return
 
 
 def _is_own(span: ReadableSpan) -> bool:

@@ -141,13 +141,25 @@ class RateLimiter:
             return False
 
 
+#: What a judge call litellm cannot price counts against ``budget_cost_per_hour``: USD per
+#: 1,000 tokens (a mid-range hosted model's rate), and at least this much per call (when the
+#: provider reports no usage either). A budget is never silently unlimited.
+UNPRICED_USD_PER_1K_TOKENS = 0.01
+UNPRICED_MIN_USD_PER_CALL = 0.001
+
+
 class HourlyBudget:
-    """Tokens and cost spent over the last hour, in one-minute buckets."""
+    """Tokens and cost spent over the last hour, in one-minute buckets.
+
+    A call with no cost (a model missing from litellm's price table) is counted at
+    :data:`UNPRICED_USD_PER_1K_TOKENS`, so a cost budget still trips; ``unpriced`` counts them.
+    """
 
     def __init__(self, tokens: int | None, cost: float | None, *,
                  clock: Any = time.monotonic) -> None:
         self.max_tokens = tokens
         self.max_cost = cost
+        self.unpriced = 0
         self._clock = clock
         self._buckets: dict[int, list[float]] = {}
         self._lock = threading.Lock()
@@ -159,6 +171,9 @@ class HourlyBudget:
         return int(self._clock() // 60)
 
     def spend(self, tokens: int, cost: float | None) -> None:
+        if cost is None and self.max_cost is not None:
+            self.unpriced += 1
+            cost = max(UNPRICED_MIN_USD_PER_CALL, tokens / 1000 * UNPRICED_USD_PER_1K_TOKENS)
         minute = self._minute()
         with self._lock:
             bucket = self._buckets.setdefault(minute, [0.0, 0.0])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -73,12 +72,12 @@ def test_env_is_read_at_load_not_import(monkeypatch: pytest.MonkeyPatch) -> None
     ("OTEL_SCORERS_EVENTS", "maybe"), ("OTEL_SCORERS_REASONS", "some"),
     ("OTEL_SCORERS_ALIGNMENT_MODE", "everything"),
 ])
-def test_bad_env_value_warns_and_falls_back(name: str, value: str,
-                                             caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="otel_scorers.config"):
-        settings = load_settings(env={name: value}).settings
-    assert settings == load_settings(env={}).settings
-    assert name in caplog.text
+def test_bad_env_value_is_an_error_naming_it(name: str, value: str) -> None:
+    # falling back (the SDK's way) would judge every run with no budget: an error instead
+    from otel_scorers.errors import EnvConfigError
+
+    with pytest.raises(EnvConfigError, match=name):
+        load_settings(env={name: value})
 
 
 def test_bad_file_and_bad_arguments_raise(tmp_path: Path) -> None:
@@ -145,7 +144,7 @@ def test_check_config_cli(config_file: Path) -> None:
     bad = config_file.with_name("bad.yaml")
     bad.write_text("nonsense_key: 1\n")
     failed = CliRunner().invoke(main, ["check-config", "--config", str(bad)])
-    assert failed.exit_code == 1 and "nonsense_key" in failed.output
+    assert failed.exit_code == 2 and "nonsense_key" in failed.output  # a configuration error
 
 
 APP = textwrap.dedent("""\
@@ -192,3 +191,75 @@ def test_zero_code_with_opentelemetry_instrument(tmp_path: Path,
     else:
         assert report["installed"] == 0
         assert judge_server.requests == []
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"OTEL_SCORERS_SAMPLE_RATE": "0.1"},
+     "OTEL_SCORERS_SAMPLE_RATE is not an otel-scorers setting; did you mean "
+     "OTEL_SCORERS_SAMPLE_RATIO?"),
+    ({"OTEL_SCORERS_SAMPLE_RATIO": "abc"}, "OTEL_SCORERS_SAMPLE_RATIO='abc'"),
+    ({"OTEL_SCORERS_SAMPLE_RATIO": "1.5"}, "less than or equal to 1"),
+    ({"OTEL_SCORERS_BUDGET_COST_PER_HOUR": "-2"}, "greater than 0"),
+    ({"OTEL_SCORERS_ENABLED": "yes please"}, "OTEL_SCORERS_ENABLED='yes please'"),
+])
+def test_a_bad_environment_is_an_error_never_a_silent_fallback(
+        env: dict[str, str], message: str) -> None:
+    from otel_scorers.errors import EnvConfigError
+
+    with pytest.raises(EnvConfigError) as raised:
+        load_settings(env=env)
+    assert message in str(raised.value)
+
+
+def test_a_bad_environment_disables_the_processor_with_one_logged_error(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel_scorers import RubricScorer
+    from otel_scorers.pipeline import ScoringSpanProcessor
+
+    monkeypatch.setenv("OTEL_SCORERS_SAMPLE_RATIO", "abc")
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_API_KEY", "sk-never-print-me-1234567890")
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_TIMEOUT", "-1")
+    with caplog.at_level("ERROR", logger="otel_scorers"):
+        processor = ScoringSpanProcessor([RubricScorer("openai/x", "- y")])
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "scoring is disabled" in errors[0]
+    assert "OTEL_SCORERS_SAMPLE_RATIO='abc'" in errors[0]
+    assert "sk-never-print-me" not in errors[0]
+    provider = TracerProvider()
+    exported = InMemorySpanExporter()
+    provider.add_span_processor(processor)
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    with provider.get_tracer("app").start_as_current_span(
+            "agent", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        pass
+    assert processor.stats() == {"rubric": {}}  # nothing selected, nothing judged
+    assert len(exported.get_finished_spans()) == 1  # the app's span still went out
+    provider.shutdown()
+
+
+def test_check_config_exits_2_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from otel_scorers.cli import main
+
+    monkeypatch.setenv("OTEL_SCORERS_BUDGET_TOKENS_PER_HOUR", "lots")
+    result = CliRunner().invoke(main, ["check-config"])
+    assert result.exit_code == 2
+    assert "OTEL_SCORERS_BUDGET_TOKENS_PER_HOUR='lots'" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_scorer_names_are_accepted_in_both_spellings(tmp_path: Path) -> None:
+    settings = load_settings(env={"OTEL_SCORERS_SCORERS": "prompt-alignment"}).settings
+    assert [s.type for s in settings.scorers] == ["prompt_alignment"]
+    path = tmp_path / "c.yaml"
+    path.write_text("scorers:\n  - {type: prompt-alignment}\n  - {type: rubric}\n")
+    assert [s.type for s in load_settings(config=path, env={}).settings.scorers] == [
+        "prompt_alignment", "rubric"]
+    path.write_text("scorers:\n  - {type: alignment}\n")
+    with pytest.raises(ConfigError, match="prompt_alignment"):
+        load_settings(config=path, env={})

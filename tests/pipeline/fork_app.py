@@ -36,9 +36,9 @@ def main(judge_url: str, forks: int) -> None:
 
     def busy() -> None:  # keeps the buffer, counts and limiter locks taken most of the time
         while not stop.is_set():
-            with tracer.start_as_current_span("agent", attributes=AGENT):
-                with tracer.start_as_current_span("chat", attributes=CHAT):
-                    pass
+            with tracer.start_as_current_span("agent", attributes=AGENT), \
+                    tracer.start_as_current_span("chat", attributes=CHAT):
+                pass
 
     threads = [threading.Thread(target=busy, daemon=True) for _ in range(2)]
     for thread in threads:
@@ -47,9 +47,9 @@ def main(judge_url: str, forks: int) -> None:
     for _ in range(forks):
         pid = os.fork()
         if pid == 0:  # the child: use every lock of the processor, then leave
-            with tracer.start_as_current_span("agent", attributes=AGENT):
-                with tracer.start_as_current_span("chat", attributes=CHAT):
-                    pass
+            with tracer.start_as_current_span("agent", attributes=AGENT), \
+                    tracer.start_as_current_span("chat", attributes=CHAT):
+                pass
             processor.stats()
             os._exit(0)
         children.append(pid)

@@ -6,6 +6,7 @@ import math
 import random
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.resources import Resource
@@ -121,3 +122,27 @@ def test_hourly_budget_window() -> None:
     cost = HourlyBudget(tokens=None, cost=0.01, clock=clock)
     cost.spend(10, 0.02)
     assert cost.exhausted()
+
+
+def test_a_cost_budget_trips_for_a_model_litellm_cannot_price(
+        telemetry: Any, make_processor: Any, judge: Any, judge_server: Any,
+        caplog: pytest.LogCaptureFixture) -> None:
+    # the scripted judge's model is in no price table: its cost is None. The budget must not
+    # become unlimited: each call counts an estimate, and a warning says so, once.
+    from otel_scorers import RubricScorer
+    from otel_scorers.pipeline import Sampling
+    from otel_scorers.pipeline.sampling import UNPRICED_USD_PER_1K_TOKENS
+    from otel_scorers.testing import judge_responder
+    from tests.support import end_agent_span
+
+    judge_server.responder = judge_responder()  # 150 tokens per call
+    per_call = 150 / 1000 * UNPRICED_USD_PER_1K_TOKENS
+    with caplog.at_level("WARNING", logger="otel_scorers"):
+        processor = make_processor([RubricScorer(judge, "- greets")],
+                                   sampling=Sampling(budget_cost_per_hour=per_call * 3.5))
+        for i in range(8):
+            end_agent_span(telemetry, prompt=f"hello {i}")
+            processor.force_flush(10_000)
+    assert processor.stats()["rubric"] == {"selected": 8, "scored": 4, "budget_exhausted": 4}
+    warnings = [r.getMessage() for r in caplog.records if "has no price" in r.getMessage()]
+    assert len(warnings) == 1 and "openai/scripted-judge" in warnings[0]
