@@ -15,7 +15,7 @@ from otel_scorers.scorers.alignment import AlignmentAnalysis, AlignmentDimension
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.rubric import RubricAnalysis
 
-__all__ = ["ContentPolicy", "result_attributes", "semconv_attributes"]
+__all__ = ["ContentPolicy", "emitted_ids", "result_attributes", "semconv_attributes"]
 
 ContentMode = Literal["full", "truncate", "none"]
 AttributeValue = str | bool | int | float | list[str]
@@ -95,15 +95,25 @@ def result_attributes(result: ScoreResult, prefix: str,
     return out
 
 
+def emitted_ids(analysis: RubricAnalysis, content_free: bool) -> list[str]:
+    """Criterion ids as telemetry carries them: the rubric's, except for a rubric that came
+    with the run when no content may leave (``reasons="none"``): ``c1``, ``c2``, ... then,
+    since an id made from a description is a piece of that description."""
+    if content_free and analysis.dynamic:
+        return [f"c{i}" for i in range(1, len(analysis.criteria) + 1)]
+    return [c.id for c in analysis.criteria]
+
+
 def _rubric(analysis: RubricAnalysis, put: Any, policy: ContentPolicy) -> None:
-    put(n.ATTR_CRITERIA_IDS, [c.id for c in analysis.criteria])
+    ids = emitted_ids(analysis, policy.mode == "none")
+    put(n.ATTR_CRITERIA_IDS, ids)
     gating_all = not any(c.required for c in analysis.criteria)
-    put(n.ATTR_CRITERIA_UNMET, [c.id for c in analysis.criteria
+    put(n.ATTR_CRITERIA_UNMET, [i for i, c in zip(ids, analysis.criteria, strict=True)
                                 if not c.satisfied and (c.required or gating_all)])
     put(n.ATTR_REQUIRED_UNMET, analysis.required_unmet)
     put(n.ATTR_OVERALL_ASSESSMENT, policy.text(analysis.overall_assessment))
-    for criterion in analysis.criteria:
-        base = f"{n.ATTR_CRITERION}.{criterion.id}."
+    for ident, criterion in zip(ids, analysis.criteria, strict=True):
+        base = f"{n.ATTR_CRITERION}.{ident}."
         put(base + "satisfied", criterion.satisfied)
         put(base + "required", criterion.required)
         put(base + "description", policy.text(criterion.description))

@@ -19,7 +19,7 @@ from typing import Any
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation, get_meter
 
 from otel_scorers.emit import names as n
-from otel_scorers.emit.attributes import dimension_scores
+from otel_scorers.emit.attributes import dimension_scores, emitted_ids
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.rubric import RubricAnalysis
 
@@ -36,7 +36,8 @@ class ScorerMetrics:
                  queue_depth: Callable[[], int] | None = None,
                  held_spans: Callable[[], int] | None = None,
                  buffer_dropped: Callable[[], Mapping[str, int]] | None = None,
-                 max_criteria_series: int = 100, max_agents: int = 100) -> None:
+                 max_criteria_series: int = 100, max_agents: int = 100,
+                 content_free: bool = False) -> None:
         meter: Meter = get_meter(n.SCOPE_NAME, meter_provider=meter_provider)
         self.score = meter.create_histogram(
             n.METRIC_SCORE, unit="1", description="Evaluation scores divided by their scale (0..1)",
@@ -72,6 +73,7 @@ class ScorerMetrics:
         self.overflow = meter.create_counter(
             n.METRIC_OVERFLOW, unit="{value}",
             description="Metric attribute values folded into _other (cardinality caps)")
+        self._content_free = content_free
         self._max_criteria = max_criteria_series
         self._max_agents = max_agents
         self._criteria: dict[str, set[str]] = {}
@@ -116,9 +118,10 @@ class ScorerMetrics:
         passed = "none" if result.passed is None else str(result.passed).lower()
         self.evaluations.add(1, {**labelled, n.M_PASSED: passed, n.M_JUDGE_MODEL: model})
         if isinstance(result.analysis, RubricAnalysis):
-            for criterion in result.analysis.criteria:
+            ids = emitted_ids(result.analysis, self._content_free)
+            for ident, criterion in zip(ids, result.analysis.criteria, strict=True):
                 self.verdicts.add(1, {
-                    **base, n.M_CRITERION: self._criterion(result.scorer, criterion.id),
+                    **base, n.M_CRITERION: self._criterion(result.scorer, ident),
                     n.M_SATISFIED: str(criterion.satisfied).lower(),
                     n.M_REQUIRED: str(criterion.required).lower()})
         for side, dimension, score in dimension_scores(result):

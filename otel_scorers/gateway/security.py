@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from otel_scorers.judge.redact import mask_secrets
+
 __all__ = ["ENV_TOKEN", "BearerAuth", "mask", "safe_url", "server_tls", "token_from",
            "url_secrets"]
 
@@ -94,7 +96,4 @@ def url_secrets(url: str) -> list[str]:
 
 def mask(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every occurrence of each secret (4 characters or more) replaced."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "****")
-    return text
+    return mask_secrets(text, secrets, min_length=4)

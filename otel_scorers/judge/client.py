@@ -39,7 +39,7 @@ from otel_scorers.errors import (
     JudgeTruncatedError,
 )
 from otel_scorers.judge.fence import FENCE_RULES, Fence, truncate
-from otel_scorers.judge.redact import Redactor, RegexRedactor
+from otel_scorers.judge.redact import Redactor, RegexRedactor, environment_secrets, mask_secrets
 from otel_scorers.judge.retry import RetryPolicy, classify_exception
 from otel_scorers.judge.schema import answer_schema, correction, parse_answer, problems
 from otel_scorers.judge.usage import JudgeUsage, Meter
@@ -158,8 +158,14 @@ class JudgeClient:
         if not 0.0 <= temperature <= 2.0:
             raise ConfigError(f"temperature must be within [0, 2], got {temperature!r}")
         self.model = resolved
-        self.api_base = api_base or (os.environ.get(ENV_API_BASE) if model is None else None)
-        self._api_key = api_key or (os.environ.get(ENV_API_KEY) if model is None else None)
+        # each field on its own: the argument, else its environment variable
+        self.api_base = api_base or os.environ.get(ENV_API_BASE) or None
+        self._api_key = api_key or os.environ.get(ENV_API_KEY) or None
+        if self.api_base and resolved == DEFAULT_LOCAL_MODEL and not model:
+            raise ConfigError(
+                f"a judge API base ({ENV_API_BASE} or api_base) is set but no judge model: set "
+                f"{ENV_MODEL} (e.g. openai/<model name> for an OpenAI-compatible server); "
+                "without one the embedded local model would be used and the URL ignored")
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.timeout_s = timeout_s
@@ -181,6 +187,17 @@ class JudgeClient:
                  self.structured_output, str(self.max_field_chars), repr(self.redactor),
                  json.dumps(self.extra_params, sort_keys=True, default=str)]
         return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
+
+    def scrubbed(self, error: JudgeError) -> JudgeError:
+        """``error`` with its message cleaned of secrets: the configured API key and any
+        key-like environment value are masked, then the redactor (if any) runs on it. A
+        provider answering 401 often quotes the key it was given; that text becomes an
+        attribute, an event, a CLI line."""
+        message = mask_secrets(str(error), [self._api_key or "", *environment_secrets()])
+        if self.redactor is not None:
+            message = self.redactor(message)
+        error.args = (message,)
+        return error
 
     def priced(self) -> bool:
         """Whether litellm's price table knows this model (loads litellm: seconds, once)."""
@@ -302,12 +319,12 @@ class JudgeClient:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                error = classify_exception(exc)
+                error = self.scrubbed(classify_exception(exc))
                 if not self.retry.should_retry(error, attempt):
-                    raise error from exc
+                    raise error from None  # the original may quote the key: not chained
                 delay = self.retry.delay_s(error, attempt)
                 if delay is None or time.monotonic() + delay >= deadline:
-                    raise error from exc
+                    raise error from None
                 logger.debug("judge attempt %d failed (%s); retrying in %.2fs", attempt + 1,
                              error.error_type, delay)
                 attempt += 1

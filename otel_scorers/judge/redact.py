@@ -2,16 +2,22 @@
 
 A redactor is any ``Callable[[str], str]``. :class:`RegexRedactor` is the built-in one: it
 replaces e-mail addresses, phone numbers, payment-card numbers (Luhn-checked, so order numbers
-survive) and API-key-like secrets with ``[REDACTED:<kind>]``. It runs on every text field sent to
-the judge, before fencing and truncation.
+survive) and secrets with ``[REDACTED:<kind>]``. Secrets: PEM private-key blocks, OpenAI /
+Anthropic / Stripe / GitHub / Slack / Google keys, AWS access key ids and secret access keys
+(40 characters of mixed case and digits, not plain hex), JWTs, bearer tokens, HTTP Basic
+credentials (``Authorization: Basic ...`` and ``user:password@`` in URLs) and ``key=value``
+pairs named like secrets. It runs on every text field sent to the judge, before fencing and
+truncation, and on judge error messages.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable
 
-__all__ = ["DEFAULT_REDACTION_KINDS", "Redactor", "RegexRedactor"]
+__all__ = ["DEFAULT_REDACTION_KINDS", "Redactor", "RegexRedactor", "environment_secrets",
+           "mask_secrets"]
 
 Redactor = Callable[[str], str]
 
@@ -24,8 +30,17 @@ _PHONE = re.compile(
     r"|\d{3}[ .-]\d{3,4}[ .-]\d{4}"                          # plain: 415-555-0132
     r")(?!\w)"
 )
+_PEM = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----.*?"
+                  r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----", re.DOTALL)
+_URL_USERINFO = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")
+#: 40 characters of base64 alphabet standing alone: an AWS secret access key when it mixes
+#: upper case, lower case and digits (a hex digest or a word run does not).
+_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
 _SECRET_PATTERNS = (
     r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}",     # OpenAI / Anthropic style keys
+    r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{10,}",  # Stripe secret and restricted keys
+    r"\bwhsec_[0-9A-Za-z]{16,}",                   # Stripe webhook secrets
+    r"(?i:\bbasic\s+[A-Za-z0-9+/]{8,}={0,2})",       # HTTP Basic credentials
     r"\bAKIA[0-9A-Z]{16}\b",                       # AWS access key id
     r"\bgh[pousr]_[A-Za-z0-9]{30,}\b",             # GitHub tokens
     r"\bxox[abprs]-[A-Za-z0-9-]{10,}",             # Slack tokens
@@ -56,6 +71,13 @@ def _redact_card(match: re.Match[str]) -> str:
     return "[REDACTED:card]" if 13 <= len(digits) <= 19 and _luhn_ok(digits) else match.group(0)
 
 
+def _redact_aws(match: re.Match[str]) -> str:
+    value = match.group(0)
+    mixed = (any(c.isupper() for c in value) and any(c.islower() for c in value)
+             and any(c.isdigit() for c in value))
+    return "[REDACTED:secret]" if mixed else value
+
+
 class RegexRedactor:
     """Replace PII and secrets with ``[REDACTED:<kind>]`` markers.
 
@@ -73,9 +95,13 @@ class RegexRedactor:
         self._extra = tuple((name, re.compile(pattern)) for name, pattern in extra_patterns)
 
     def __call__(self, text: str) -> str:
-        # Order matters: secrets and e-mails first so their digits are not taken for phones.
+        # Order matters: secrets and e-mails first so their digits are not taken for phones;
+        # PEM blocks before everything (their base64 lines would be cut up by the others).
         if "secret" in self.kinds:
+            text = _PEM.sub("[REDACTED:secret]", text)
+            text = _URL_USERINFO.sub("[REDACTED:secret]", text)
             text = _SECRET.sub("[REDACTED:secret]", text)
+            text = _AWS_SECRET.sub(_redact_aws, text)
         if "email" in self.kinds:
             text = _EMAIL.sub("[REDACTED:email]", text)
         for name, pattern in self._extra:
@@ -88,3 +114,21 @@ class RegexRedactor:
 
     def __repr__(self) -> str:
         return f"RegexRedactor(kinds={self.kinds!r})"
+
+
+_SECRET_NAME = re.compile(r"(?:API_KEY|_KEY|TOKEN|SECRET|PASSWORD|PASSWD)$", re.IGNORECASE)
+
+
+def environment_secrets() -> list[str]:
+    """Values of environment variables named like credentials (``*_API_KEY``, ``*_TOKEN``,
+    ``*SECRET``, ``*PASSWORD``), 8 characters or longer: never to be echoed."""
+    return [value for name, value in os.environ.items()
+            if len(value) >= 8 and _SECRET_NAME.search(name)]
+
+
+def mask_secrets(text: str, secrets: Iterable[str], *, min_length: int = 8) -> str:
+    """``text`` with every occurrence of each secret (of ``min_length`` or more) masked, the
+    longest first (so a secret containing another is masked whole)."""
+    for secret in sorted({s for s in secrets if len(s) >= min_length}, key=len, reverse=True):
+        text = text.replace(secret, "****")
+    return text

@@ -3,7 +3,10 @@
 Retried: timeouts, connection errors, HTTP 429 (honouring ``Retry-After`` / ``retry-after-ms``)
 and HTTP 5xx. Not retried: other 4xx, and bodies that are not chat completions at all.
 litellm reports some failures with a synthetic status (a 200 with an unreadable body surfaces as
-its ``InternalServerError``), so the real HTTP status is read from the exception chain first.
+its ``InternalServerError``), so the real HTTP status is read from the exception chain first,
+and litellm's own "invalid response" errors (an HTML error page from a proxy, any body that
+is not JSON, whatever its content type) are ``invalid_response``: asking again would get the
+same page.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ __all__ = ["RetryPolicy", "classify_exception"]
 
 _HTTP_CLIENT_MODULES = frozenset({"openai", "httpx", "anthropic", "aiohttp", "requests"})
 _RETRYABLE = (JudgeTimeoutError, JudgeConnectionError, JudgeRateLimitError, JudgeServerError)
+#: How litellm words a response body it could not read as a chat completion (it then raises
+#: with a made-up status 500); checked by test_client's non-JSON-body cases.
+_INVALID_BODY = ("Empty or invalid response from LLM endpoint", "Expecting value: line 1")
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,8 @@ def classify_exception(exc: BaseException) -> JudgeError:
         return exc
     chain = list(_chain(exc))
     message = _describe(exc)
+    if any(marker in str(e) for e in chain for marker in _INVALID_BODY):
+        return JudgeResponseError(f"judge returned an unreadable response: {message}")
     response = _http_response(chain)
     if response is not None:
         return _from_status(int(response.status_code), getattr(response, "headers", {}), message)

@@ -146,7 +146,8 @@ class ScoringSpanProcessor(SpanProcessor):
             meter_provider, decisions=self.counts.observe,
             queue_depth=lambda: self._worker.depth,
             held_spans=(lambda: len(self._enriched or ())) if exporter is not None else None,
-            buffer_dropped=self._buffer.dropped.copy, max_agents=settings.max_agents)
+            buffer_dropped=self._buffer.dropped.copy, max_agents=settings.max_agents,
+            content_free=settings.reasons == "none")
         self._enriched = (EnrichedExport(exporter, hold_timeout_s=settings.hold_timeout_s,
                                          max_held=settings.max_held,
                                          on_unscored=metrics.unscored)

@@ -146,6 +146,10 @@ class RubricAnalysis(BaseModel):
     criteria: tuple[CriterionVerdict, ...]
     overall_assessment: str = ""
     required_unmet: int = 0
+    #: The rubric came with the run (a span attribute, the request context): application
+    #: content, so telemetry without content (``reasons="none"``) must not carry its text,
+    #: not even as criterion-id slugs.
+    dynamic: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -214,7 +218,7 @@ class RubricScorer(LLMScorer):
                       run.system_prompt, run.conversation, run.user_prompt, run.response)
 
     async def score(self, run: ScorerRun) -> ScoreResult:
-        criteria, _ = self.resolve(run)
+        criteria, source = self.resolve(run)
         if not criteria:
             return ScoreResult(
                 run_id=run.run_id, scorer=self.name, score=self.scale, scale=self.scale,
@@ -224,6 +228,11 @@ class RubricScorer(LLMScorer):
                         f"score {self.scale:g} by default."))
         if not run.response.strip():
             raise ScorerInputError("the run has no response to judge (empty output)")
+        dynamic = source != "static"
+        redactor = self.judge.redactor
+        if dynamic and redactor is not None:  # what the judge saw, and all that is reported
+            criteria = tuple(Criterion(redactor(c.description), c.id, c.required)
+                             for c in criteria)
         ids = self._ids if criteria is self.criteria else criterion_ids(criteria)
         model = answer_model(len(criteria))
         judgement = await self.judge.judge(JudgeRequest(
@@ -242,7 +251,7 @@ class RubricScorer(LLMScorer):
         gating = [v for v in verdicts if v.required] or list(verdicts)
         unmet = [v for v in gating if not v.satisfied]
         analysis = RubricAnalysis(criteria=verdicts, overall_assessment=answer.overall_assessment,
-                                  required_unmet=len(unmet))
+                                  required_unmet=len(unmet), dynamic=dynamic)
         passed = not unmet
         return ScoreResult(
             run_id=run.run_id, scorer=self.name, score=self.scale if passed else 0.0,

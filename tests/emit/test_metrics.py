@@ -6,7 +6,7 @@ from typing import Any
 
 from otel_scorers import RubricScorer
 from otel_scorers.judge.client import JudgeClient
-from otel_scorers.testing import ScriptedJudgeServer, judge_responder
+from otel_scorers.testing import CapturedTelemetry, ScriptedJudgeServer, judge_responder
 from tests.support import Telemetry, end_agent_span
 
 
@@ -26,3 +26,47 @@ def test_agent_names_are_capped_with_an_overflow_value(
     # the evaluation spans keep the real name: only metric labels are capped
     names = {s.attributes["otel_scorers.agent.name"] for s in telemetry.evaluation_spans()}
     assert len(names) == 60
+
+
+def test_a_rubric_from_the_run_is_redacted_and_leaves_no_trace_without_reasons(
+        telemetry: Telemetry, make_processor: Any, judge_server: ScriptedJudgeServer) -> None:
+    from otel_scorers.judge.retry import RetryPolicy
+
+    judge_server.responder = judge_responder(satisfied=False)
+    judge = JudgeClient(judge_server.model, api_base=judge_server.url, api_key="k",
+                        redactor=True, retry=RetryPolicy(max_retries=0))
+    rubric = "- Confirms the refund to alice@example.com\n- Quotes order 4242-4242-4242-4242"
+    processor = make_processor([RubricScorer(judge)])  # the rubric comes with each run
+    end_agent_span(telemetry, **{"otel_scorers.rubric": rubric})
+    processor.force_flush(10_000)
+    span = telemetry.evaluation_spans()[0]
+    shown = repr(dict(span.attributes))
+    assert "alice@example.com" not in shown and "4242-4242" not in shown
+    assert "[REDACTED:email]" in shown and "[REDACTED:card]" in shown
+    assert "alice@example.com" not in judge_server.requests[0].text
+
+    # reasons="none": no text, and no slug of the run's rubric in attribute names or labels
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from otel_scorers.pipeline import ScoringSpanProcessor
+
+    quiet = CapturedTelemetry.create()
+    processor = ScoringSpanProcessor([RubricScorer(judge)], reasons="none",
+                                     tracer_provider=quiet.tracer_provider,
+                                     meter_provider=quiet.meter_provider,
+                                     logger_provider=quiet.logger_provider)
+    quiet.tracer_provider.add_span_processor(processor)
+    quiet.tracer_provider.add_span_processor(SimpleSpanProcessor(quiet.spans_out))
+    try:
+        end_agent_span(quiet, prompt="again", **{"otel_scorers.rubric": rubric})
+        processor.force_flush(10_000)
+        (evaluation,) = quiet.evaluation_spans()
+        attributes = dict(evaluation.attributes)
+        keys = [k for k in attributes if k.startswith("otel_scorers.criterion.")]
+        assert keys and {k.split(".")[2] for k in keys} == {"c1", "c2"}, keys
+        assert "refund" not in repr(attributes) and "order" not in repr(attributes)
+        labels = {a["criterion"] for a, _ in quiet.metrics()["otel_scorers.criterion.verdicts"]}
+        assert labels == {"c1", "c2"}
+    finally:
+        processor.shutdown()
+        quiet.shutdown()

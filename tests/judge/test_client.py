@@ -144,6 +144,19 @@ def test_garbage_body_is_invalid_response_without_retry(judge_server: ScriptedJu
     assert len(judge_server.requests) == 1
 
 
+@pytest.mark.parametrize("content_type", ["text/html", "application/json", "text/plain"])
+def test_a_proxy_error_page_with_200_is_invalid_response_without_retry(
+        judge_server: ScriptedJudgeServer, content_type: str) -> None:
+    # once reported as server_error (litellm makes up a 500) and retried three times
+    from otel_scorers.testing import Answer
+
+    judge_server.script(Answer(status=200, body=b"<html><h1>502 Bad Gateway</h1></html>",
+                               headers={"Content-Type": content_type}))
+    result = scorer_for(judge_server).run(RUN)
+    assert result.error is not None and result.error.type == "invalid_response"
+    assert len(judge_server.requests) == 1
+
+
 def test_truncated_answer_is_an_error(judge_server: ScriptedJudgeServer) -> None:
     judge_server.script(reply('{"verdicts": {"c1": {"reasoning": "cut he', finish_reason="length"))
     result = scorer_for(judge_server).run(RUN)

@@ -20,6 +20,38 @@ def test_builtin_patterns(text: str, expected: str) -> None:
     assert RegexRedactor()(text) == expected
 
 
+PEM = ("-----BEGIN RSA PRIVATE KEY-----\n"
+       "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n"
+       "VTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK\n"
+       "-----END RSA PRIVATE KEY-----")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    # the gaps a review found: AWS secret access keys, Stripe keys, HTTP Basic, PEM blocks
+    ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+     "aws_secret_access_key = [REDACTED:secret]"),
+    ("AWS wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY here", "AWS [REDACTED:secret] here"),
+    ("stripe sk_live_51HxYzAbCdEfGhIjKlMnOpQr", "stripe [REDACTED:secret]"),
+    ("restricted rk_live_51HxYzAbCdEfGhIjKlMnOp", "restricted [REDACTED:secret]"),
+    ("hook whsec_abcdefghijklmnopqrstuvwx", "hook [REDACTED:secret]"),
+    ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "Authorization: [REDACTED:secret]"),
+    ("db at postgres://admin:hunter22@db.internal:5432/app",
+     "db at postgres://[REDACTED:secret]@db.internal:5432/app"),
+    (f"the key:\n{PEM}\nend", "the key:\n[REDACTED:secret]\nend"),
+])
+def test_secret_kinds_that_once_passed_through(text: str, expected: str) -> None:
+    assert RegexRedactor()(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "commit 3f786850e387550fdab836ed7e6dc881de23001b merged",  # a 40-hex digest: no secret
+    "see https://example.com/docs/page for details",          # a URL without credentials
+    "AbcdefghijAbcdefghijAbcdefghijAbcdefghij",                 # 40 letters, no digit
+])
+def test_look_alikes_survive(text: str) -> None:
+    assert RegexRedactor()(text) == text
+
+
 @pytest.mark.parametrize("text", [
     "order 1234 5678 9012 3456 shipped",     # fails the Luhn check: not a card
     "version 1.5.2 released in 2024",

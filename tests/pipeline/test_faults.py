@@ -212,3 +212,34 @@ def test_many_threads_with_a_slow_judge(telemetry: Telemetry, make_processor: An
     assert len(telemetry.app_spans()) == total
     processor.shutdown()
     json.dumps(stats)
+
+
+def test_a_judge_that_echoes_the_api_key_never_leaks_it(
+        telemetry: Telemetry, make_processor: Any, judge_server: ScriptedJudgeServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from otel_scorers.cli import main
+
+    key = "sk-proj-THISisTHEjudgeKEY0123456789"
+    echo = fault(401, message=f"Incorrect API key provided: {key}. You can find your key at "
+                              "https://platform.example/account")
+    judge_server.script(echo)
+    judge = JudgeClient(judge_server.model, api_base=judge_server.url, api_key=key,
+                        retry=RetryPolicy(max_retries=0))
+    processor = make_processor([RubricScorer(judge, "- greets")])
+    end_agent_span(telemetry)
+    processor.force_flush(10_000)
+    assert processor.stats()["rubric"] == {"selected": 1, "error": 1}
+    emitted = [dict(s.attributes) for s in telemetry.evaluation_spans()]
+    emitted += [dict(r.log_record.attributes) for r in telemetry.logs()]
+    assert emitted and "request_rejected" in repr(emitted)
+    assert key not in repr(emitted) and "****" in repr(emitted)
+    # the CLI prints the same scrubbed text (the key from the environment this time)
+    judge_server.script(echo)
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_API_KEY", key)
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_MODEL", judge_server.model)
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_API_BASE", judge_server.url)
+    result = CliRunner().invoke(main, ["score", "--criteria", "x", "--output", "a", "--json"])
+    assert result.exit_code == 1
+    assert key not in result.output and "request_rejected" in result.output
