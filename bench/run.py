@@ -271,6 +271,48 @@ def bench_memory(quick: bool) -> None:
     figure("memory_probe_spans", spans)
 
 
+# -- rescore memory -----------------------------------------------------------------------
+def bench_rescore_memory(quick: bool) -> None:
+    """Peak RSS of ``rescore`` over an OTLP JSON-lines file and one four times its size.
+
+    Each line is one exported request of ~3.5 kB (the shape of the file that once took 929 MB
+    for 351 MB): LLM spans with content, and every 50th line an agent run that is judged.
+    Streaming means the larger file costs no more memory: ``rescore_peak_rss_growth_mb``
+    (large minus small) stays near zero, whatever the file size.
+    """
+    import json
+    import tempfile
+
+    lines = 2_000 if quick else 10_000
+    with tempfile.TemporaryDirectory() as tmp, judge_server(0.0) as url:
+        config = Path(tmp) / "rescore.yaml"
+        config.write_text(json.dumps({
+            "judge": {"model": "openai/scripted-judge", "api_base": url, "api_key": "k"},
+            "scorers": [{"type": "rubric", "criteria": ["answers"]}], "cache_ttl_s": 0}))
+        script = Path(__file__).resolve().parent / "rescore_probe.py"
+        peaks = {}
+        for name, count in (("small", lines), ("large", 4 * lines)):
+            path = Path(tmp) / f"{name}.jsonl"
+            _rescore_file(path, count)
+            out = subprocess.run([sys.executable, str(script), str(path), str(config)],
+                                 capture_output=True, text=True, timeout=900, check=True)
+            peaks[name] = float(out.stdout.strip().splitlines()[-1])
+            figure(f"rescore_input_mb_{name}", round(path.stat().st_size / 1e6, 1))
+            figure(f"rescore_peak_rss_mb_{name}", round(peaks[name], 1))
+    figure("rescore_peak_rss_growth_mb", round(peaks["large"] - peaks["small"], 1))
+
+
+def _rescore_file(path: Path, lines: int) -> None:
+    from workloads import exported_request
+
+    from otel_scorers.otlp import request_to_json
+
+    with path.open("w", encoding="utf-8") as out:
+        for index in range(lines):
+            request = exported_request(index, agent=index % 50 == 0)
+            out.write(request_to_json(request) + "\n")
+
+
 # -- the gateway -----------------------------------------------------------------------------
 def bench_gateway(quick: bool) -> None:
     """What ``otel-scorers serve`` adds to an OTLP export: the latency of posting one agent
@@ -394,7 +436,8 @@ def _wait_healthy(base: str) -> None:
 
 
 BENCHES = {"hot_path": bench_hot_path, "throughput": bench_throughput, "calls": bench_calls,
-           "memory": bench_memory, "gateway": bench_gateway}
+           "memory": bench_memory, "rescore_memory": bench_rescore_memory,
+           "gateway": bench_gateway}
 
 
 def main(argv: Sequence[str] | None = None) -> None:

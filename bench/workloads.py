@@ -140,3 +140,31 @@ def agent_iteration(tracer: Any, *, distinct: bool = False,
                 "assistant", "Open Settings > Security and click Reset password."))
 
     return run
+
+
+def exported_request(index: int, *, agent: bool) -> Any:
+    """One OTLP ``ExportTraceServiceRequest`` of ~3.5 kB: a trace of two LLM calls with their
+    conversation (``gen_ai.*.messages``), under an ``invoke_agent`` span when ``agent``."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    provider = TracerProvider()
+    kept = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(kept))
+    tracer = provider.get_tracer("app")
+    question = f"Ticket {index}: how do I reset my password? " + "Details. " * 100
+    name = "invoke_agent support" if agent else "request"
+    attrs = {"gen_ai.operation.name": "invoke_agent"} if agent else {}
+    with tracer.start_as_current_span(name, attributes=attrs):
+        for step in range(2):
+            with tracer.start_as_current_span("chat gpt-4o-mini", attributes={
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.input.messages": _messages("user", question),
+                    "gen_ai.output.messages": _messages("assistant", f"Step {step}: " +
+                                                        "Open Settings > Security. " * 20)}):
+                pass
+    request = encode_spans(kept.get_finished_spans())
+    provider.shutdown()
+    return request

@@ -15,15 +15,6 @@ from otel_scorers.errors import ConfigError
 __all__ = ["processor_for", "rescore"]
 
 
-def _ends_torn(path: Path) -> bool:
-    with path.open("rb") as stream:
-        stream.seek(0, 2)
-        if stream.tell() == 0:
-            return False
-        stream.seek(-1, 2)
-        return stream.read(1) != b"\n"
-
-
 def processor_for(config_file: str | None, telemetry: Any, **overrides: Any) -> Any:
     """A processor configured as live scoring is (file, env), sending telemetry to
     ``telemetry`` (an :class:`otel_scorers.otlp.Telemetry`) or nowhere."""
@@ -75,18 +66,9 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
     one per evaluated span and scorer, with its trace and span ids.
     """
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TaskProgressColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
     from otel_scorers.otlp import OTLPDecodeError, Telemetry
-    from otel_scorers.rescore import Rescorer, done_pairs, write_line
+    from otel_scorers.rescore import Rescorer, done_pairs
 
     console = Console(stderr=True)
     telemetry = Telemetry(otlp_endpoint, service_name="otel-scorers-rescore") if (
@@ -96,40 +78,19 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
     out_path = Path(output) if output else None
     done = done_pairs(out_path) if out_path is not None and not restart else set()
     try:
-        runs, spans, skipped = rescorer.plan(files, limit=limit, done=done)
+        plan = rescorer.plan(files, limit=limit, done=done)  # unreadable input: found here
+        console.print(f"{plan.spans} spans read, {plan.runs} agent runs selected"
+                      + (f", {plan.done} already in {output}" if plan.done else "")
+                      + (f", judging {plan.to_judge}" if not dry_run else ""))
+        if dry_run:
+            click.echo(json.dumps(rescorer.estimate(files, limit=limit, done=done).to_dict(),
+                                  indent=2))
+            return
+        outcome = _judge(rescorer, files, plan.to_judge, out_path, restart, limit, done,
+                         console, progress)
     except (OTLPDecodeError, OSError) as exc:
-        raise UsageProblem(str(exc)) from exc
-    console.print(f"{spans} spans read, {len(runs) + skipped} agent runs selected"
-                  + (f", {skipped} already in {output}" if skipped else "")
-                  + (f", judging {len(runs)}" if not dry_run else ""))
-    if dry_run:
-        estimate = rescorer.estimate(runs).to_dict()
-        click.echo(json.dumps(estimate, indent=2))
-        processor.shutdown()
-        return
-    stream = (out_path.open("w" if restart else "a", encoding="utf-8") if out_path is not None
-              else sys.stdout)
-    if out_path is not None and not restart and _ends_torn(out_path):
-        stream.write("\n")  # an interrupted run's torn last line stays on its own
-    show = progress if progress is not None else console.is_terminal
-    bar = Progress(TextColumn("rescoring"), BarColumn(), MofNCompleteColumn(),
-                   TaskProgressColumn(), TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
-                   TimeRemainingColumn(), console=console, disable=not show)
-    try:
-        with bar:
-            task = bar.add_task("rescore", total=len(runs), rate="")
-
-            def advance(count: int) -> None:
-                bar.advance(task, count)
-                elapsed = bar.tasks[task].elapsed or 0.0
-                if elapsed > 0:
-                    bar.update(task, rate=f"{bar.tasks[task].completed / elapsed:.1f} runs/s")
-
-            outcome = rescorer.run(runs, on_result=lambda r: write_line(stream, r),
-                                   progress=advance)
+        raise UsageProblem(str(exc)) from None
     finally:
-        if stream is not sys.stdout:
-            stream.close()
         processor.shutdown()
         if telemetry is not None:
             telemetry.shutdown()
@@ -140,3 +101,45 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
                   + (f"; telemetry sent to {otlp_endpoint}" if telemetry is not None else ""))
     if outcome["error"] and not outcome["scored"]:
         raise SystemExit(1)
+
+
+def _judge(rescorer: Any, files: tuple[str, ...], total: int, out_path: Path | None,
+           restart: bool, limit: int | None, done: set[tuple[str, str, str]], console: Any,
+           progress: bool | None) -> dict[str, int]:
+    """Judge the runs, writing each result line as it comes, with a progress bar."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from otel_scorers.rescore import ends_torn, write_line
+
+    stream = (out_path.open("w" if restart else "a", encoding="utf-8") if out_path is not None
+              else sys.stdout)
+    if out_path is not None and not restart and ends_torn(out_path):
+        stream.write("\n")  # an interrupted run's torn last line stays on its own
+    show = progress if progress is not None else console.is_terminal
+    bar = Progress(TextColumn("rescoring"), BarColumn(), MofNCompleteColumn(),
+                   TaskProgressColumn(), TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                   TimeRemainingColumn(), console=console, disable=not show)
+    try:
+        with bar:
+            task = bar.add_task("rescore", total=total, rate="")
+
+            def advance(count: int) -> None:
+                bar.advance(task, count)
+                elapsed = bar.tasks[task].elapsed or 0.0
+                if elapsed > 0:
+                    bar.update(task, rate=f"{bar.tasks[task].completed / elapsed:.1f} runs/s")
+
+            plan = rescorer.run(files, on_result=lambda r: write_line(stream, r), limit=limit,
+                                done=done, progress=advance)
+    finally:
+        if stream is not sys.stdout:
+            stream.close()
+    return dict(plan.outcome)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import gzip
 import io
 import struct
-from collections.abc import Iterable, Iterator
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -19,61 +20,85 @@ __all__ = ["read_requests"]
 
 
 def read_requests(path: str | Path) -> Iterator[ExportTraceServiceRequest]:
-    """Every ``ExportTraceServiceRequest`` in a file (format told by content, not the name).
+    """Every ``ExportTraceServiceRequest`` in a file, streamed: one record in memory at a time
+    (format told by content, not the name).
 
-    Raises :class:`OTLPDecodeError` naming the file and record for anything unreadable.
+    Raises :class:`OTLPDecodeError` naming the file, the line or record, and the reason for
+    anything unreadable (bad JSON, a bad record, a truncated or corrupt gzip stream), after
+    yielding every record before it.
     """
     path = Path(path)
-    with path.open("rb") as raw:
-        head = raw.read(2)
-        raw.seek(0)
-        stream: gzip.GzipFile | io.BufferedReader = (
-            gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw)
-        first = stream.peek(1)[:1]
-        if first in (b"{", b" ", b"\n", b"\r", b"\t"):
-            yield from _json_lines(stream, path)
-        else:
-            yield from _protobuf_records(stream, path)
+    position = {"line": 0}
+    try:
+        with path.open("rb") as raw:
+            head = raw.read(2)
+            raw.seek(0)
+            stream: gzip.GzipFile | io.BufferedReader = (
+                gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw)
+            first = stream.peek(1)[:1]
+            if first in (b"{", b" ", b"\n", b"\r", b"\t"):
+                yield from _json_lines(stream, path, position)
+            elif first == b"\x0a":  # field 1 of a bare message (as a length: over 160 MB)
+                yield _bare_message(stream, path)
+            else:
+                yield from _protobuf_records(stream, path, position)
+    except (EOFError, OSError, zlib.error) as exc:  # truncated or corrupt gzip, I/O errors
+        where = f", after line/record {position['line']}" if position["line"] else ""
+        reason = str(exc) or type(exc).__name__
+        raise OTLPDecodeError(f"{path}{where}: cannot read the file: {reason}") from None
 
 
-def _json_lines(stream: Iterable[bytes], path: Path) -> Iterator[ExportTraceServiceRequest]:
-    for number, line in enumerate(stream, start=1):
+def _json_lines(stream: gzip.GzipFile | io.BufferedReader, path: Path,
+                position: dict[str, int]) -> Iterator[ExportTraceServiceRequest]:
+    while True:
+        line = stream.readline(MAX_MESSAGE_BYTES + 1)
+        if not line:
+            return
+        position["line"] += 1
+        number = position["line"]
+        if len(line) > MAX_MESSAGE_BYTES:
+            raise OTLPDecodeError(f"{path}, line {number}: longer than {MAX_MESSAGE_BYTES} "
+                                  "bytes")
         if not line.strip():
             continue
         try:
             yield from_json(line)
         except OTLPDecodeError as exc:
-            raise OTLPDecodeError(f"{path}, line {number}: {exc}") from exc
+            raise OTLPDecodeError(f"{path}, line {number}: {exc}") from None
 
 
-def _protobuf_records(stream: gzip.GzipFile | io.BufferedReader, path: Path
-                      ) -> Iterator[ExportTraceServiceRequest]:
-    data = stream.read()
-    records = _length_prefixed(data)
-    if records is None:  # not a sequence of length-prefixed records: one bare message
+def _protobuf_records(stream: gzip.GzipFile | io.BufferedReader, path: Path,
+                      position: dict[str, int]) -> Iterator[ExportTraceServiceRequest]:
+    """4-byte big-endian length-prefixed records, as the Collector's file exporter writes."""
+    while True:
+        head = stream.read(4)
+        if not head:
+            return
+        number = position["line"] + 1
+        if len(head) < 4:
+            raise OTLPDecodeError(f"{path}, record {number}: truncated length prefix")
+        (size,) = struct.unpack(">I", head)
+        if size > MAX_MESSAGE_BYTES:
+            raise OTLPDecodeError(f"{path}, record {number}: a length of {size} bytes, over "
+                                  f"the {MAX_MESSAGE_BYTES} limit (not an OTLP file?)")
+        body = stream.read(size)
+        if len(body) < size:
+            raise OTLPDecodeError(f"{path}, record {number}: truncated ({len(body)} of "
+                                  f"{size} bytes)")
+        position["line"] = number
         try:
-            yield from_protobuf(data)
+            yield from_protobuf(body)
         except OTLPDecodeError as exc:
-            raise OTLPDecodeError(f"{path}: {exc}") from exc
-        return
-    for number, record in enumerate(records, start=1):
-        try:
-            yield from_protobuf(record)
-        except OTLPDecodeError as exc:
-            raise OTLPDecodeError(f"{path}, record {number}: {exc}") from exc
+            raise OTLPDecodeError(f"{path}, record {number}: {exc}") from None
 
 
-def _length_prefixed(data: bytes) -> list[bytes] | None:
-    """Split ``data`` into 4-byte big-endian length-prefixed records, if it is exactly that."""
-    records: list[bytes] = []
-    offset = 0
-    while offset < len(data):
-        if offset + 4 > len(data):
-            return None
-        (size,) = struct.unpack_from(">I", data, offset)
-        offset += 4
-        if size > MAX_MESSAGE_BYTES or offset + size > len(data):
-            return None
-        records.append(data[offset:offset + size])
-        offset += size
-    return records if records else None
+def _bare_message(stream: gzip.GzipFile | io.BufferedReader, path: Path
+                  ) -> ExportTraceServiceRequest:
+    data = stream.read(MAX_MESSAGE_BYTES + 1)
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise OTLPDecodeError(f"{path}: a single message over {MAX_MESSAGE_BYTES} bytes")
+    try:
+        request: ExportTraceServiceRequest = from_protobuf(data)
+    except OTLPDecodeError as exc:
+        raise OTLPDecodeError(f"{path}: {exc}") from None
+    return request

@@ -349,18 +349,22 @@ class ScoringSpanProcessor(SpanProcessor):
 
     async def evaluate(self, span: ReadableSpan, *,
                        descendants: Sequence[ReadableSpan | Piece] | None = None,
-                       nested: int = 0) -> list[ScoreResult]:
+                       nested: int = 0, scorers: Sequence[str] | None = None
+                       ) -> list[ScoreResult]:
         """Capture and judge ``span`` with every scorer now, bypassing sampling and the queue
         (the decisions are counted and results emitted as for live runs). ``descendants`` are
         the content under it (spans or pieces), when its own attributes lack the
-        conversation; ``nested`` counts content under it that nested agent spans own.
+        conversation; ``nested`` counts content under it that nested agent spans own;
+        ``scorers`` (names) limits the judging to some of the scorers.
 
         Returns the results in scorer order; an empty list when nothing could be captured
         (the ``filtered`` decision says why). Runs on the library's background loop.
         """
-        self.counts.select(self._names, [])
+        slots = self._slots if scorers is None else tuple(
+            slot for slot in self._slots if slot.name in scorers)
+        self.counts.select(tuple(slot.name for slot in slots), [])
         return await background_loop.on_loop(
-            self._evaluation.run(Job(span, self._slots), descendants=descendants or [],
+            self._evaluation.run(Job(span, slots), descendants=descendants or [],
                                  nested=nested))
 
     def capture(self, span: ReadableSpan, *,

@@ -143,7 +143,7 @@ def test_dry_run_calls_no_judge(live: dict[str, Any], tmp_path: Path,
     assert result.exit_code == 0, result.output
     assert len(judge_server.requests) == before
     estimate = json.loads(result.output[result.output.index("{"):])
-    assert estimate["runs"] == 12 and estimate["judge_calls"] == 24
+    assert estimate["runs"] == 12 and estimate["judge_calls"] == 24, estimate
     assert estimate["estimated_input_tokens"] > 24 * 100
     assert estimate["estimated_output_tokens"] > 0
     assert estimate["models"] == [judge_server.model]
@@ -169,23 +169,31 @@ def test_resume_skips_what_is_done_and_retries_errors(
     second = CliRunner().invoke(main, args)
     assert second.exit_code == 0, second.output
     assert "4 already in" in second.output  # 5 done, one of them now an error: judged again
-    assert len(judge_server.requests) - before == 16  # 8 runs x 2 scorers
+    # resume is per (span, scorer): 7 untouched runs x 2 scorers, and only the failed scorer
+    # of the broken run (its other scorer's result stands and is not written twice)
+    assert len(judge_server.requests) - before == 15
     final: dict[tuple[str, str, str], dict[str, Any]] = {}
+    lines: dict[tuple[str, str, str], int] = {}
     for line in out.read_text().splitlines():
         try:
             record = json.loads(line)
         except ValueError:
             continue
-        final[(record["trace_id"], record["span_id"], record["scorer"])] = record
+        key = (record["trace_id"], record["span_id"], record["scorer"])
+        final[key] = record
+        lines[key] = lines.get(key, 0) + 1
     assert len(final) == 24
     assert all("error" not in r and r["score"] is not None for r in final.values())
+    broken_key = (broken["trace_id"], broken["span_id"], broken["scorer"])
+    assert lines[broken_key] == 3  # scored, the error line, scored again
+    assert sum(lines.values()) == 24 + 2  # no successful pair written twice
 
 
 def test_unreadable_input_is_a_clear_error(tmp_path: Path, live: dict[str, Any]) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}\n')
     result = CliRunner().invoke(main, ["rescore", str(bad), "--config", str(live["config"])])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "bad.jsonl, line 1" in result.output and "not hex" in result.output
     with pytest.raises(OTLPDecodeError, match="not an OTLP"):
         decode_request(b"\xff\xff\xff", content_type="application/x-protobuf")
@@ -244,3 +252,42 @@ def test_dry_run_says_why_an_llm_level_trace_has_nothing_to_judge(
     assert estimate["not_judged"] == {"content_spans_not_selected": 4}
     assert "include_llm_spans" in estimate["hint"]
     assert judge_server.requests == []
+
+
+def _deep_json(depth: int) -> str:
+    return '{"resourceSpans": [' + '{"a": [' * depth + "]}" * depth + "]}"
+
+
+@pytest.mark.parametrize(("kind", "where", "reason"), [
+    ("truncated_gz", "line", "cannot read the file"),
+    ("corrupt_gz", "", "cannot read the file"),
+    ("deep_json", "line 2", "nested too deeply"),
+    ("bad_record", "record 2", "truncated"),
+])
+def test_broken_inputs_are_one_line_and_exit_2_keeping_results(
+        live: dict[str, Any], tmp_path: Path, kind: str, where: str, reason: str) -> None:
+    json_path, proto_path = _write_files(tmp_path, live["app"])
+    good = json_path.read_bytes()
+    path = tmp_path / f"{kind}.input"
+    if kind == "truncated_gz":
+        path.write_bytes(gzip.compress(good)[:-200])
+    elif kind == "corrupt_gz":
+        blob = bytearray(gzip.compress(good))
+        blob[40:60] = b"\xff" * 20
+        path.write_bytes(bytes(blob))
+    elif kind == "deep_json":
+        path.write_bytes(good.splitlines(keepends=True)[0] + _deep_json(100_000).encode())
+    else:
+        first = gzip.decompress(proto_path.read_bytes())
+        size = struct.unpack(">I", first[:4])[0]
+        path.write_bytes(first[:4 + size] + struct.pack(">I", 1000) + b"\x0a\x01")
+    out = tmp_path / "results.jsonl"
+    out.write_text('{"trace_id": "kept", "span_id": "kept", "scorer": "rubric"}\n')
+    result = CliRunner().invoke(main, ["rescore", str(path), "--config", str(live["config"]),
+                                       "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    message = result.output.strip().splitlines()[-1]
+    assert message.startswith("Error: ") and path.name in message and reason in message
+    assert where in message
+    assert "Traceback" not in result.output and "Aborted" not in result.output
+    assert out.read_text() == '{"trace_id": "kept", "span_id": "kept", "scorer": "rubric"}\n'

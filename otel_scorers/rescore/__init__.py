@@ -1,0 +1,155 @@
+"""Offline re-scoring: judge agent runs in spans that were already exported to files.
+
+The files are read with :mod:`otel_scorers.otlp` (OTLP JSON lines or protobuf, as the
+Collector ``file`` exporter writes them), streamed (:mod:`.runs`: one record at a time, a
+bounded window of open traces), so memory is bounded by concurrency and the largest record,
+not by the file. Selection, capture, scorers, cache and budget are the live processor's (a
+:class:`~otel_scorers.pipeline.ScoringSpanProcessor` built from the same configuration judges
+each run through :meth:`~ScoringSpanProcessor.evaluate`), so a run scores the same offline as
+live. Differences, on purpose:
+
+- sampling and the rate limit do not apply: a backfill judges every selected run (``limit``
+  caps how many); the hourly judge budget does apply;
+- results are JSON lines, one per (evaluated span, scorer), carrying the span's trace and span
+  ids (:mod:`.results`); with an output file, re-running judges only the (span, scorer) pairs
+  not yet in it: a span whose rubric result is there and whose alignment result failed gets
+  only the alignment judged again. The later line of a pair is the one that counts;
+- an unreadable input (bad JSON, a bad record, a truncated or corrupt gzip stream) stops the
+  run with one line naming the file, the line or record, and the reason; what was written
+  stays written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from otel_scorers import background_loop
+from otel_scorers.pipeline.processor import ScoringSpanProcessor
+from otel_scorers.rescore.estimate import DryRunEstimate, add_hint, estimate
+from otel_scorers.rescore.results import done_pairs, ends_torn, result_line, write_line
+from otel_scorers.rescore.runs import RunRef, RunStream
+
+__all__ = ["DryRunEstimate", "Plan", "Rescorer", "RunRef", "done_pairs", "ends_torn",
+           "result_line", "write_line"]
+
+logger = logging.getLogger(__name__)
+
+Pairs = set[tuple[str, str, str]]
+
+
+@dataclass
+class Plan:
+    """What a pass over the files found: spans, selected runs, runs already done, and the
+    runs to judge (at most ``limit``)."""
+
+    spans: int = 0
+    runs: int = 0
+    done: int = 0
+    to_judge: int = 0
+    unselected: int = 0
+    outcome: dict[str, int] = field(default_factory=lambda: {
+        "scored": 0, "skipped": 0, "error": 0, "not_captured": 0})
+
+
+class Rescorer:
+    """Judges the selected runs of OTLP files with a processor's scorers."""
+
+    def __init__(self, processor: ScoringSpanProcessor, *, concurrency: int = 8,
+                 window: int = 8) -> None:
+        self.processor = processor
+        self.concurrency = max(1, concurrency)
+        self.window = window
+        self.names = [str(getattr(s, "name", "")) for s in processor.scorers]
+
+    def _pending(self, ref: RunRef, done: Pairs) -> list[str]:
+        return [name for name in self.names if (ref.trace_id, ref.span_id, name) not in done]
+
+    def _selected(self, paths: Sequence[str | Path], done: Pairs, limit: int | None,
+                  stream: RunStream, plan: Plan) -> Iterator[tuple[RunRef, list[str]]]:
+        for ref in stream.runs(paths):
+            plan.runs += 1
+            pending = self._pending(ref, done)
+            if not pending:
+                plan.done += 1
+            elif limit is None or plan.to_judge < limit:
+                plan.to_judge += 1
+                yield ref, pending
+        plan.spans, plan.unselected = stream.spans, stream.unselected
+
+    def plan(self, paths: Sequence[str | Path], *, limit: int | None = None,
+             done: Pairs | None = None) -> Plan:
+        """Count what a run would do, reading the files once without keeping content (and
+        finding unreadable input before any judge call)."""
+        plan = Plan()
+        stream = RunStream(self.processor, window=self.window, keep_content=False)
+        for _ in self._selected(paths, done or set(), limit, stream, plan):
+            pass
+        return plan
+
+    def estimate(self, paths: Sequence[str | Path], *, limit: int | None = None,
+                 done: Pairs | None = None) -> DryRunEstimate:
+        """Judge calls, tokens and cost judging would take (``rescore --dry-run``)."""
+        plan = Plan()
+        stream = RunStream(self.processor, window=self.window)
+        result = estimate(self.processor,
+                          (ref for ref, _ in self._selected(paths, done or set(), limit,
+                                                            stream, plan)))
+        add_hint(result, stream.unselected)
+        return result
+
+    def run(self, paths: Sequence[str | Path], *, on_result: Callable[[dict[str, Any]], None],
+            limit: int | None = None, done: Pairs | None = None,
+            progress: Callable[[int], None] | None = None) -> Plan:
+        """Judge the runs (``concurrency`` at a time; reading waits for a free slot, so
+        memory stays bounded). ``on_result`` gets each JSON-lines record as it is produced;
+        the returned plan's ``outcome`` counts results: scored, skipped (a scorer that judged
+        nothing, e.g. no rubric), error, and runs without usable content.
+        Raises :class:`~otel_scorers.otlp.OTLPDecodeError` for unreadable input, after the
+        runs already started have finished and been written."""
+        plan = Plan()
+        stream = RunStream(self.processor, window=self.window)
+        selected = self._selected(paths, done or set(), limit, stream, plan)
+        background_loop.run_sync(self._judge_all(selected, plan, on_result, progress))
+        return plan
+
+    async def _judge_all(self, selected: Iterator[tuple[RunRef, list[str]]], plan: Plan,
+                         on_result: Callable[[dict[str, Any]], None],
+                         progress: Callable[[int], None] | None) -> None:
+        gate = asyncio.Semaphore(self.concurrency)
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def one(ref: RunRef, names: list[str]) -> None:
+            try:
+                results = await self.processor.evaluate(
+                    ref.span, descendants=ref.descendants, nested=ref.nested, scorers=names)
+                agent = self.processor.agent_of(ref.span)
+                if not results:
+                    plan.outcome["not_captured"] += 1
+                for result in results:
+                    kind = ("error" if result.error is not None
+                            else "skipped" if result.skipped else "scored")
+                    plan.outcome[kind] += 1
+                    on_result(result_line(ref, result, agent))
+                if progress is not None:
+                    progress(1)
+            finally:
+                gate.release()
+
+        try:
+            while True:
+                await gate.acquire()
+                item = await asyncio.to_thread(next, selected, None)  # decoding: off the loop
+                if item is None:
+                    gate.release()
+                    break
+                task = asyncio.get_running_loop().create_task(one(*item))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        finally:
+            if tasks:
+                await asyncio.gather(*tasks)

@@ -1,0 +1,161 @@
+"""``rescore --dry-run``: what judging would take (calls, tokens, cost), no judge called."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from otel_scorers import background_loop
+from otel_scorers.judge.client import JudgeClient, JudgeRequest, load_litellm
+from otel_scorers.judge.schema import answer_schema
+from otel_scorers.pipeline.processor import ScoringSpanProcessor
+from otel_scorers.rescore.runs import RunRef
+
+__all__ = ["DryRunEstimate", "estimate"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class DryRunEstimate:
+    """What a run would judge (runs by agent, the first 20 by id) and cost: judge calls and
+    tokens (input counted with the judge model's tokenizer through litellm; output estimated
+    from the answer schema), and USD where litellm knows the model's price."""
+
+    runs: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0
+    models: set[str] = field(default_factory=set)
+    by_agent: dict[str, int] = field(default_factory=dict)
+    first_runs: list[dict[str, Any]] = field(default_factory=list)
+    hint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"runs": self.runs, "runs_by_agent": self.by_agent,
+                "first_runs": self.first_runs, "not_judged": self.skipped,
+                **({"hint": self.hint} if self.hint else {}),
+                "judge_calls": self.calls,
+                "estimated_input_tokens": self.input_tokens,
+                "estimated_output_tokens": self.output_tokens,
+                "estimated_cost_usd": (None if self.cost_usd is None
+                                       else round(self.cost_usd, 6)),
+                "models": sorted(self.models)}
+
+
+class _Estimated(Exception):
+    def __init__(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> None:
+        super().__init__("dry run")
+        self.messages = messages
+        self.schema = schema
+
+
+class _EstimatingJudge:
+    """Stands in for a :class:`JudgeClient` in a dry run: renders the request it is given
+    exactly as the real client would, then stops (raising) instead of calling the model."""
+
+    def __init__(self, client: JudgeClient) -> None:
+        self.client = client
+        self.fingerprint = client.fingerprint
+        self.model = client.model
+        self.redactor = client.redactor
+
+    async def judge(self, request: JudgeRequest[Any]) -> Any:
+        mode = self.client._mode(load_litellm())
+        raise _Estimated(self.client.render(request, mode), answer_schema(request.answer_model))
+
+
+def _schema_tokens(node: Any) -> int:
+    """Answer tokens from a JSON schema: ~30 per free-text string, ~3 per other leaf, plus
+    ~3 per key. A deliberate estimate (answers vary), printed as such."""
+    if not isinstance(node, dict):
+        return 0
+    kind = node.get("type")
+    if kind == "object" or "properties" in node:
+        return sum(3 + _schema_tokens(child) for child in node.get("properties", {}).values())
+    if kind == "array":
+        return 2 * _schema_tokens(node.get("items", {}))
+    if kind == "string" and "enum" not in node:
+        return 30
+    return 3
+
+
+def estimate(processor: ScoringSpanProcessor, runs: Iterable[RunRef]) -> DryRunEstimate:
+    """Judge calls, tokens and cost ``runs`` would take; no judge is called."""
+    litellm = load_litellm()
+    result = DryRunEstimate()
+    for ref in runs:
+        result.runs += 1
+        captured = processor.capture(ref.span, descendants=ref.descendants, nested=ref.nested)
+        agent = captured.agent or "(unnamed)"
+        result.by_agent[agent] = result.by_agent.get(agent, 0) + 1
+        if len(result.first_runs) < 20:
+            result.first_runs.append({"trace_id": ref.trace_id, "span_id": ref.span_id,
+                                      "span_name": ref.span.name, "agent": captured.agent})
+        if captured.run is None:
+            reason = captured.reason or "no_content"
+            result.skipped[reason] = result.skipped.get(reason, 0) + 1
+            continue
+        for scorer in processor.scorers:
+            client = getattr(scorer, "judge", None)
+            if isinstance(client, JudgeClient):
+                _add_call(result, litellm, scorer, client, captured.run)
+    return result
+
+
+def _add_call(result: DryRunEstimate, litellm: Any, scorer: Any, client: JudgeClient,
+              run: Any) -> None:
+    messages, schema = _render(scorer, client, run)
+    if messages is None:
+        return
+    result.calls += 1
+    result.models.add(client.model)
+    try:
+        tokens_in = int(litellm.token_counter(model=client.model, messages=messages))
+    except Exception:
+        tokens_in = sum(len(m["content"]) for m in messages) // 4
+    tokens_out = _schema_tokens(schema)
+    result.input_tokens += tokens_in
+    result.output_tokens += tokens_out
+    if result.cost_usd is not None:
+        try:
+            cost_in, cost_out = litellm.cost_per_token(
+                model=client.model, prompt_tokens=tokens_in, completion_tokens=tokens_out)
+            result.cost_usd += float(cost_in) + float(cost_out)
+        except Exception:
+            result.cost_usd = None  # a model litellm has no price for
+
+
+def _render(scorer: Any, client: JudgeClient, run: Any
+            ) -> tuple[list[dict[str, str]] | None, dict[str, Any]]:
+    """The messages ``scorer`` would send for ``run`` (None when it would not call)."""
+    stand_in = copy.copy(scorer)
+    stand_in.judge = _EstimatingJudge(client)
+    try:
+        # _Estimated is no JudgeError: arun lets it through
+        background_loop.run_sync(stand_in.arun(run))
+    except _Estimated as asked:
+        return asked.messages, asked.schema
+    except Exception as exc:  # the scorer would not call the judge (invalid input, no rubric)
+        logger.debug("dry run: %s would not call the judge: %s", scorer, exc)
+        return None, {}
+    return None, {}
+
+
+
+
+def add_hint(result: DryRunEstimate, unselected: int) -> None:
+    """Say why an LLM-level trace has nothing to judge (spans with content, no run)."""
+    if not unselected:
+        return
+    result.skipped["content_spans_not_selected"] = unselected
+    if not result.runs:
+        result.hint = (
+            f"{unselected} spans carry GenAI content but none is an agent run selected for "
+            "scoring: to score each LLM call, set include_llm_spans: true (selection) or "
+            "OTEL_SCORERS_INCLUDE_LLM_SPANS=true")

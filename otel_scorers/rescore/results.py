@@ -1,0 +1,54 @@
+"""The JSON-lines results of ``rescore``: one line per (evaluated span, scorer), resumable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import IO, Any
+
+from otel_scorers.rescore.runs import RunRef
+from otel_scorers.scorers.result import ScoreResult
+
+__all__ = ["done_pairs", "ends_torn", "result_line", "write_line"]
+
+
+def result_line(ref: RunRef, result: ScoreResult, agent: str | None) -> dict[str, Any]:
+    """One JSON-lines record: the evaluated span's identity, then the result's ``to_dict``
+    (a skipped evaluation with ``score: null``, ``label: "skipped"``)."""
+    return {"trace_id": ref.trace_id, "span_id": ref.span_id, "span_name": ref.span.name,
+            "agent": agent, **result.reported().to_dict()}
+
+
+def done_pairs(path: Path) -> set[tuple[str, str, str]]:
+    """(trace_id, span_id, scorer) already judged in an earlier output, each pair on its own
+    (an error line means not done; a torn last line from an interrupted run is ignored)."""
+    done: set[tuple[str, str, str]] = set()
+    if not path.exists():
+        return done
+    with path.open(encoding="utf-8") as stream:
+        for line in stream:
+            try:
+                record = json.loads(line)
+                key = (record["trace_id"], record["span_id"], record["scorer"])
+            except (ValueError, KeyError, TypeError, RecursionError):
+                continue
+            if record.get("error"):
+                done.discard(key)
+            else:
+                done.add(key)
+    return done
+
+
+def ends_torn(path: Path) -> bool:
+    """Whether ``path`` ends in the middle of a line (an interrupted run's last write)."""
+    with path.open("rb") as stream:
+        stream.seek(0, 2)
+        if stream.tell() == 0:
+            return False
+        stream.seek(-1, 2)
+        return stream.read(1) != b"\n"
+
+
+def write_line(stream: IO[str], record: dict[str, Any]) -> None:
+    stream.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    stream.flush()
