@@ -263,3 +263,28 @@ def test_scorer_names_are_accepted_in_both_spellings(tmp_path: Path) -> None:
     path.write_text("scorers:\n  - {type: alignment}\n")
     with pytest.raises(ConfigError, match="prompt_alignment"):
         load_settings(config=path, env={})
+
+
+HTTPX_APP = textwrap.dedent("""\
+    import sys, httpx
+    httpx.get(sys.argv[1] + "/health-of-nothing")  # traced by the httpx instrumentation
+""")
+
+
+@pytest.mark.slow
+def test_a_bad_zero_code_configuration_leaves_the_other_instrumentations_running(
+        tmp_path: Path, judge_server: ScriptedJudgeServer) -> None:
+    app = tmp_path / "app.py"
+    app.write_text(HTTPX_APP)
+    env = {**os.environ, "OTEL_SCORERS_ENABLED": "true", "OTEL_SCORERS_SAMPLE_RATIO": "abc",
+           "OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "none",
+           "OTEL_LOGS_EXPORTER": "none", "OTEL_SERVICE_NAME": "bad-config-app"}
+    exe = Path(sys.executable).with_name("opentelemetry-instrument")
+    out = subprocess.run([str(exe), sys.executable, str(app), judge_server.url], env=env,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    errors = [line for line in out.stderr.splitlines() if "otel-scorers" in line]
+    assert len(errors) == 1 and "scoring is disabled" in errors[0], out.stderr
+    assert "OTEL_SCORERS_SAMPLE_RATIO='abc'" in errors[0]
+    assert '"http.request.method": "GET"' in out.stdout or '"http.method": "GET"' in out.stdout
+    assert "Traceback" not in out.stderr

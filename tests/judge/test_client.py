@@ -10,7 +10,7 @@ import time
 import pytest
 from opentelemetry import context as otel_context
 
-from otel_scorers import RubricScorer
+from otel_scorers import ConfigError, RubricScorer
 from otel_scorers.judge.client import JudgeClient, suppress_instrumentation
 from otel_scorers.judge.retry import RetryPolicy
 from otel_scorers.testing import (
@@ -302,6 +302,13 @@ def test_env_fallbacks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_SCORERS_JUDGE_API_BASE", "http://127.0.0.1:1/v1")
     client = JudgeClient()
     assert client.model == "openai/from-env" and client.api_base == "http://127.0.0.1:1/v1"
-    assert JudgeClient("openai/explicit").model == "openai/explicit"
+    # per field: a model given in code still takes the base URL (and key) from the env
+    explicit = JudgeClient("openai/explicit")
+    assert explicit.model == "openai/explicit"
+    assert explicit.api_base == "http://127.0.0.1:1/v1"
     monkeypatch.delenv("OTEL_SCORERS_JUDGE_MODEL")
+    # a base URL without a model would silently use the embedded judge: an error instead
+    with pytest.raises(ConfigError, match="OTEL_SCORERS_JUDGE_MODEL"):
+        JudgeClient()
+    monkeypatch.delenv("OTEL_SCORERS_JUDGE_API_BASE")
     assert JudgeClient().model == "local/smollm2"
