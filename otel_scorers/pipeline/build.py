@@ -9,14 +9,15 @@ never at run time.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from otel_scorers.capture import CaptureMapping, Extractor
+from otel_scorers.capture import CaptureMapping, Extractor, Limits
+from otel_scorers.capture.trace import TraceBuffer
 from otel_scorers.config import (
     JudgeSettings,
     SamplingSettings,
@@ -24,21 +25,32 @@ from otel_scorers.config import (
     Settings,
     load_settings,
 )
+from otel_scorers.emit.attributes import ContentPolicy
+from otel_scorers.emit.enriched import EnrichedExport
+from otel_scorers.emit.metrics import ScorerMetrics
+from otel_scorers.emit.spans import Emitter
 from otel_scorers.errors import ConfigError, EnvConfigError
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.judge.retry import RetryPolicy
+from otel_scorers.pipeline.cache import ResultCache
+from otel_scorers.pipeline.content import ContentStripper
+from otel_scorers.pipeline.counts import DecisionCounts
+from otel_scorers.pipeline.evaluation import Evaluation, Job
 from otel_scorers.pipeline.sampling import Boost, Sampler, Sampling
-from otel_scorers.pipeline.selection import Selection
+from otel_scorers.pipeline.selection import Selection, Selector
+from otel_scorers.pipeline.slots import ScorerSpec, Slot
 from otel_scorers.scorers.alignment import PromptAlignmentScorer
 from otel_scorers.scorers.base import Scorer
 from otel_scorers.scorers.rubric import RubricLike, RubricScorer
 
 __all__ = [
+    "Parts",
     "ScorerSpec",
     "Slot",
     "build_slots",
     "capture_from",
     "judge_from",
+    "parts_from",
     "resolve_settings",
     "rubrics_from",
     "sampling_from",
@@ -50,20 +62,59 @@ _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
-class ScorerSpec:
-    """A scorer with its own sampling policy (otherwise the processor's applies)."""
+class Parts:
+    """What a processor is made of, built from its arguments and settings."""
 
-    scorer: Scorer
-    sampling: Sampling | None = None
+    slots: tuple[Slot, ...]
+    selector: Selector
+    buffer: TraceBuffer
+    counts: DecisionCounts
+    evaluation: Evaluation
+    enriched: EnrichedExport | None
+    stripper: ContentStripper | None
 
 
-@dataclass(frozen=True)
-class Slot:
-    """One scorer of a processor, with its sampler (ratio, rate limit, budget)."""
-
-    name: str
-    scorer: Scorer
-    sampler: Sampler
+def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | None,
+               selection: Selection | None, sampling: Sampling | None,
+               capture: CaptureMapping | Extractor | None,
+               rubrics: Mapping[str, RubricLike] | None, exporter: Any,
+               tracer_provider: Any, meter_provider: Any, logger_provider: Any,
+               capture_limits: Limits | None, log_once: Callable[[str, str], None],
+               queue_depth: Callable[[], int], defer: Callable[[Job], bool]) -> Parts:
+    """Every part of a processor (arguments win over settings; see the processor's doc)."""
+    slots = build_slots(scorers if scorers is not None else scorers_from(settings),
+                        sampling or sampling_from(settings.sampling))
+    mapping, extractor = capture_from(settings, capture)
+    # the buffer holds content for trace assembly and from log records (made even without
+    # assembly: a run's own log records are kept there too)
+    buffer = TraceBuffer()
+    counts = DecisionCounts()
+    enriched: list[EnrichedExport] = []
+    metrics = ScorerMetrics(
+        meter_provider, decisions=counts.observe, queue_depth=queue_depth,
+        held_spans=(lambda: len(enriched[0])) if exporter is not None else None,
+        buffer_dropped=buffer.dropped.copy, max_agents=settings.max_agents,
+        content_free=settings.reasons == "none")
+    if exporter is not None:
+        enriched.append(EnrichedExport(exporter, hold_timeout_s=settings.hold_timeout_s,
+                                       max_held=settings.max_held,
+                                       on_unscored=metrics.unscored))
+    policy = ContentPolicy(settings.reasons, settings.max_reason_chars)
+    evaluation = Evaluation(
+        counts=counts, metrics=metrics, policy=policy,
+        emitter=Emitter(tracer_provider=tracer_provider, logger_provider=logger_provider,
+                        policy=policy, spans=settings.evaluation_spans, events=settings.events),
+        cache=ResultCache(settings.cache_ttl_s, settings.cache_size),
+        timeout_s=settings.evaluation_timeout_s, log_once=log_once, mapping=mapping,
+        extractor=extractor, limits=capture_limits or Limits(),
+        rubrics=rubrics_from(settings, rubrics), buffer=buffer,
+        assemble=settings.assemble_from_trace, enriched=enriched[0] if enriched else None,
+        defer=defer)
+    return Parts(slots=slots, selector=Selector(selection or selection_from(settings.selection)),
+                 buffer=buffer, counts=counts, evaluation=evaluation,
+                 enriched=enriched[0] if enriched else None,
+                 stripper=ContentStripper(mapping) if settings.exported_content == "strip"
+                 else None)
 
 
 def resolve_settings(arguments: Mapping[str, Any], config: str | Path | None

@@ -33,15 +33,15 @@ from otel_scorers.emit.metrics import ScorerMetrics
 from otel_scorers.emit.names import Decision, Reason
 from otel_scorers.emit.spans import Emitter
 from otel_scorers.errors import JudgeTimeoutError
-from otel_scorers.pipeline.build import Slot
 from otel_scorers.pipeline.cache import ResultCache
 from otel_scorers.pipeline.counts import DecisionCounts
+from otel_scorers.pipeline.slots import Slot
 from otel_scorers.scorers.base import Scorer
 from otel_scorers.scorers.result import ScoreError, ScoreResult
 from otel_scorers.scorers.rubric import RubricLike
 from otel_scorers.scorers.run import ScorerRun
 
-__all__ = ["Evaluation", "Job", "decision_of"]
+__all__ = ["Evaluation", "Job", "check_prices", "decision_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -248,6 +248,23 @@ class Evaluation:
         """One scorer is done with ``span``: hand its attributes to enriched export."""
         if self.enriched is not None and span.context is not None:
             self.enriched.add(span.context.span_id, attributes)
+
+
+async def check_prices(slots: Sequence[Slot], log_once: Callable[[str, str], None]) -> None:
+    """With a cost budget: warn about judge models litellm cannot price (at start-up, on the
+    background loop: it loads litellm)."""
+    for slot in slots:
+        judge = getattr(slot.scorer, "judge", None)
+        budget = slot.sampler.budget
+        if judge is None or budget is None or budget.max_cost is None:
+            continue
+        try:
+            priced = await asyncio.to_thread(judge.priced)
+        except Exception:
+            continue
+        if priced is False:
+            log_once(f"unpriced:{slot.name}",
+                     unpriced_warning(slot.name, str(getattr(judge, "model", "?"))))
 
 
 def unpriced_warning(scorer: str, model: str) -> str:

@@ -3,10 +3,10 @@
 The OTel GenAI instrumentations can put the conversation on log records (events) instead of
 span attributes (``EVENT_ONLY``), or on both (``SPAN_AND_EVENT``). Registered on the
 ``LoggerProvider`` (by :func:`otel_scorers.install` or the zero-code setup, ahead of any
-exporting processor), this processor hands every record that carries GenAI content to its
-:class:`~otel_scorers.pipeline.processor.ScoringSpanProcessor`, which keeps the content for the
-record's span (joined by trace and span id, bounded like the trace buffer) and, with
-``exported_content: strip``, removes it from the record before it is exported.
+exporting processor), this processor keeps the GenAI content of every record for the record's
+span (joined by trace and span id, in the processor's bounded trace buffer), brings back runs
+that were waiting for it, and, with ``exported_content: strip``, removes the content from the
+record before it is exported. The gateway feeds it decoded OTLP records the same way.
 
 ``on_emit`` never raises and never blocks: a dict scan of the record's attributes unless the
 record is a GenAI one.
@@ -15,12 +15,16 @@ record is a GenAI one.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from opentelemetry.sdk._logs import LogRecordProcessor
 
-if TYPE_CHECKING:
-    from otel_scorers.pipeline.processor import ScoringSpanProcessor
+from otel_scorers.capture.logs import content_of
+from otel_scorers.capture.trace import TraceBuffer
+from otel_scorers.pipeline.content import ContentStripper
+from otel_scorers.pipeline.deferral import Deferred
+from otel_scorers.pipeline.unselected import Unselected
 
 __all__ = ["ScoringLogProcessor"]
 
@@ -30,15 +34,22 @@ logger = logging.getLogger(__name__)
 class ScoringLogProcessor(LogRecordProcessor):
     """Feeds GenAI content from log records to a scoring processor (see the module doc)."""
 
-    def __init__(self, processor: ScoringSpanProcessor) -> None:
-        self.processor = processor
+    def __init__(self, *, buffer: TraceBuffer, deferred: Deferred,
+                 stripper: ContentStripper | None, unselected: Unselected,
+                 warn: Callable[[], None], stopped: Callable[[], bool]) -> None:
+        self._buffer = buffer
+        self._deferred = deferred
+        self._stripper = stripper
+        self._unselected = unselected
+        self._warn = warn
+        self._stopped = stopped
         self._failed = False
 
     def on_emit(self, log_record: Any) -> None:
         try:
             # SDK >= 1.35 passes a ReadWriteLogRecord wrapping the API record; older ones the
             # record itself.
-            self.processor.observe_record(getattr(log_record, "log_record", log_record))
+            self.observe(getattr(log_record, "log_record", log_record))
         except Exception:
             if not self._failed:
                 self._failed = True
@@ -47,6 +58,28 @@ class ScoringLogProcessor(LogRecordProcessor):
 
     def emit(self, log_data: Any) -> None:  # the SDK's pre-1.35 name for on_emit
         self.on_emit(log_data)
+
+    def observe(self, record: Any) -> None:
+        """Keep a record's GenAI content for its span; strip it when configured to."""
+        attributes = getattr(record, "attributes", None)
+        event = getattr(record, "event_name", None) or ""
+        if not event.startswith("gen_ai.") and not (
+                attributes and ContentStripper.has_genai_key(attributes)):
+            return
+        content = content_of(event, attributes, getattr(record, "body", None),
+                             getattr(record, "timestamp", None)
+                             or getattr(record, "observed_timestamp", None))
+        if content is None:
+            return
+        trace_id = getattr(record, "trace_id", None) or 0
+        span_id = getattr(record, "span_id", None) or 0
+        if trace_id and span_id and not self._stopped():
+            self._buffer.observe_record(trace_id, span_id, content)
+            self._deferred.arrived(trace_id)
+        if self._unselected.note(event, None, record=True):
+            self._warn()
+        if self._stripper is not None:
+            self._stripper.strip_record(record)
 
     def shutdown(self) -> None:
         return

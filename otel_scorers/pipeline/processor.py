@@ -8,11 +8,14 @@ the library's background loop; the parts are built from arguments and settings i
 
 Every selected (span, scorer) pair ends in exactly one counted decision (see
 :class:`~otel_scorers.emit.names.Decision`); :meth:`ScoringSpanProcessor.stats` shows them.
+
+The log side is :mod:`.logs`, the direct use (offline re-scoring) :mod:`.direct`. This file is
+somewhat over 300 lines because the constructor takes one keyword argument per setting, each
+documented in the class docstring; the hooks themselves fit a screen each.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
@@ -31,28 +34,20 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import TracerProvider
 
 from otel_scorers import background_loop
-from otel_scorers.capture import Captured, CaptureMapping, Extractor, Limits, attribute_dict
-from otel_scorers.capture.logs import content_of
-from otel_scorers.capture.trace import CONTENT_KEY_SET, Piece, TraceBuffer
-from otel_scorers.emit import names as n
-from otel_scorers.emit.attributes import ContentPolicy
-from otel_scorers.emit.enriched import EnrichedExport
-from otel_scorers.emit.metrics import ScorerMetrics
+from otel_scorers.capture import CaptureMapping, Extractor, Limits, attribute_dict
+from otel_scorers.capture.trace import CONTENT_KEY_SET
 from otel_scorers.emit.names import Decision, Reason
-from otel_scorers.emit.spans import Emitter
 from otel_scorers.pipeline import build
-from otel_scorers.pipeline.build import ScorerSpec, Slot
-from otel_scorers.pipeline.cache import ResultCache
-from otel_scorers.pipeline.content import ContentStripper
-from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.deferral import Deferred
-from otel_scorers.pipeline.evaluation import Evaluation, Job, unpriced_warning
+from otel_scorers.pipeline.direct import DirectUse, is_own
+from otel_scorers.pipeline.evaluation import Job, check_prices
 from otel_scorers.pipeline.logs import ScoringLogProcessor
 from otel_scorers.pipeline.sampling import Sampling
-from otel_scorers.pipeline.selection import Selection, Selector, is_llm_call
+from otel_scorers.pipeline.selection import Selection, is_llm_call
+from otel_scorers.pipeline.slots import ScorerSpec, Slot
+from otel_scorers.pipeline.unselected import Unselected
 from otel_scorers.pipeline.worker import Worker
 from otel_scorers.scorers.base import Scorer
-from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.rubric import RubricLike
 
 __all__ = ["ScorerSpec", "ScoringSpanProcessor"]
@@ -62,7 +57,7 @@ logger = logging.getLogger(__name__)
 ContentMode = Literal["full", "truncate", "none"]
 
 
-class ScoringSpanProcessor(SpanProcessor):
+class ScoringSpanProcessor(DirectUse, SpanProcessor):
     """Scores selected spans in the background and emits the results as OTel telemetry.
 
     Arguments (all keyword-only but ``scorers``):
@@ -129,49 +124,26 @@ class ScoringSpanProcessor(SpanProcessor):
         if problems:
             logger.error("otel-scorers: scoring is disabled: %s", "; ".join(problems))
             self.on_end = self._forward  # type: ignore[method-assign]
-            self.observe_record = _ignore  # type: ignore[method-assign,assignment]
-        self._slots = build.build_slots(
-            scorers if scorers is not None else build.scorers_from(settings),
-            sampling or build.sampling_from(settings.sampling))
+        self._errors_logged: set[str] = set()
+        parts = build.parts_from(
+            settings, scorers=scorers, selection=selection, sampling=sampling,
+            capture=capture, rubrics=rubrics, exporter=exporter,
+            tracer_provider=tracer_provider, meter_provider=meter_provider,
+            logger_provider=logger_provider, capture_limits=capture_limits,
+            log_once=self._log_once, queue_depth=lambda: self._worker.depth,
+            defer=self._defer)
+        self._slots, self._selector, self._buffer = parts.slots, parts.selector, parts.buffer
+        self._evaluation, self._enriched = parts.evaluation, parts.enriched
+        self._stripper, self.counts = parts.stripper, parts.counts
         self._names = tuple(slot.name for slot in self._slots)
-        self._selector = Selector(selection or build.selection_from(settings.selection))
-        mapping, extractor = build.capture_from(settings, capture)
-        self._stripper = (ContentStripper(mapping) if settings.exported_content == "strip"
-                          else None)
-        # The buffer holds content for trace assembly and from log records (created even
-        # without assembly: a run's own log records are kept there too).
-        self._buffer = TraceBuffer()
-        self.counts = DecisionCounts()
-        metrics = ScorerMetrics(
-            meter_provider, decisions=self.counts.observe,
-            queue_depth=lambda: self._worker.depth,
-            held_spans=(lambda: len(self._enriched or ())) if exporter is not None else None,
-            buffer_dropped=self._buffer.dropped.copy, max_agents=settings.max_agents,
-            content_free=settings.reasons == "none")
-        self._enriched = (EnrichedExport(exporter, hold_timeout_s=settings.hold_timeout_s,
-                                         max_held=settings.max_held,
-                                         on_unscored=metrics.unscored)
-                          if exporter is not None else None)
-        policy = ContentPolicy(settings.reasons, settings.max_reason_chars)
         self._deferred = Deferred(settings.log_wait_s, settings.queue_size)
-        self._evaluation = Evaluation(
-            counts=self.counts, metrics=metrics, policy=policy,
-            emitter=Emitter(tracer_provider=tracer_provider, logger_provider=logger_provider,
-                            policy=policy, spans=settings.evaluation_spans,
-                            events=settings.events),
-            cache=ResultCache(settings.cache_ttl_s, settings.cache_size),
-            timeout_s=settings.evaluation_timeout_s, log_once=self._log_once,
-            mapping=mapping, extractor=extractor, limits=capture_limits or Limits(),
-            rubrics=build.rubrics_from(settings, rubrics), buffer=self._buffer,
-            assemble=settings.assemble_from_trace, enriched=self._enriched, defer=self._defer)
         self._worker: Worker[Job] = Worker(self._evaluation.run, queue_size=settings.queue_size,
                                            concurrency=settings.concurrency,
                                            periodic=self._periodic)
         self._log_side: ScoringLogProcessor | None = None
-        self._unselected = _Unselected()
+        self._unselected = Unselected()
         self._shutdown = False
         self._shutdown_lock = threading.Lock()
-        self._errors_logged: set[str] = set()
         if hasattr(os, "register_at_fork"):
             ref = weakref.ref(self)
             os.register_at_fork(after_in_child=lambda: _after_fork(ref))
@@ -179,23 +151,7 @@ class ScoringSpanProcessor(SpanProcessor):
         background_loop.before_exit(self.shutdown)
         if any(slot.sampler.budget is not None and slot.sampler.budget.max_cost is not None
                for slot in self._slots):
-            background_loop.submit(self._check_prices())
-
-    async def _check_prices(self) -> None:
-        """With a cost budget: warn at start-up about judge models litellm cannot price (off
-        the caller's thread: it loads litellm)."""
-        for slot in self._slots:
-            judge = getattr(slot.scorer, "judge", None)
-            budget = slot.sampler.budget
-            if judge is None or budget is None or budget.max_cost is None:
-                continue
-            try:
-                priced = await asyncio.to_thread(judge.priced)
-            except Exception:
-                continue
-            if priced is False:
-                self._log_once(f"unpriced:{slot.name}",
-                               unpriced_warning(slot.name, str(getattr(judge, "model", "?"))))
+            background_loop.submit(check_prices(self._slots, self._log_once))
 
     @property
     def scorers(self) -> tuple[Scorer, ...]:
@@ -216,7 +172,10 @@ class ScoringSpanProcessor(SpanProcessor):
         instrumentations) and strips it with ``exported_content: strip``.
         :func:`otel_scorers.install` registers both sides."""
         if self._log_side is None:
-            self._log_side = ScoringLogProcessor(self)
+            self._log_side = ScoringLogProcessor(
+                buffer=self._buffer, deferred=self._deferred, stripper=self._stripper,
+                unselected=self._unselected, warn=self._warn_unselected,
+                stopped=lambda: self._shutdown or bool(self.disabled_because))
         return self._log_side
 
     # -- the hot path -----------------------------------------------------------------------
@@ -247,7 +206,7 @@ class ScoringSpanProcessor(SpanProcessor):
 
     def _admit(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
         """A span that may be a run or carries content: buffer, select, sample, enqueue."""
-        if _is_own(span):
+        if is_own(span):
             self._forward(span)
             return
         buffer = self._buffer
@@ -305,27 +264,9 @@ class ScoringSpanProcessor(SpanProcessor):
 
     # -- the log side -----------------------------------------------------------------------
     def observe_record(self, record: Any) -> None:
-        """A log record was emitted (see :class:`ScoringLogProcessor`): keep its GenAI content
-        for its span, and strip it from the record when configured to."""
-        attributes = getattr(record, "attributes", None)
-        event = getattr(record, "event_name", None) or ""
-        if not event.startswith("gen_ai.") and not (
-                attributes and ContentStripper.has_genai_key(attributes)):
-            return
-        content = content_of(event, attributes, getattr(record, "body", None),
-                             getattr(record, "timestamp", None)
-                             or getattr(record, "observed_timestamp", None))
-        if content is None:
-            return
-        trace_id = getattr(record, "trace_id", None) or 0
-        span_id = getattr(record, "span_id", None) or 0
-        if trace_id and span_id and not self._shutdown:
-            self._buffer.observe_record(trace_id, span_id, content)
-            self._deferred.arrived(trace_id)
-        if self._unselected.note(event, None, record=True):
-            self._warn_unselected()
-        if self._stripper is not None:
-            self._stripper.strip_record(record)
+        """A log record with possible GenAI content, from elsewhere than a ``LoggerProvider``
+        (the gateway's decoded OTLP records): as :class:`ScoringLogProcessor` would see it."""
+        self.log_processor().observe(record)
 
     def _defer(self, job: Job) -> bool:
         return self._log_side is not None and not self._shutdown and self._deferred.add(job)
@@ -335,47 +276,6 @@ class ScoringSpanProcessor(SpanProcessor):
             again = replace(job, attempt=job.attempt + 1)
             if not self._worker.submit(again):
                 self._dropped(again)
-
-    # -- direct use (offline re-scoring) ----------------------------------------------------
-    def selects(self, span: ReadableSpan) -> bool:
-        """Whether ``span`` is an agent run this processor would consider (selection only:
-        no sampling, nothing counted). This library's own evaluation spans never are."""
-        return not _is_own(span) and self._selector.matches(span, attribute_dict(span))
-
-    def is_agent_span(self, span: ReadableSpan) -> bool:
-        """Whether ``span`` is selected as an agent run (not as an LLM call): the spans that
-        own the LLM calls under them when runs are assembled."""
-        return self.selects(span) and not is_llm_call(attribute_dict(span))
-
-    async def evaluate(self, span: ReadableSpan, *,
-                       descendants: Sequence[ReadableSpan | Piece] | None = None,
-                       nested: int = 0, scorers: Sequence[str] | None = None
-                       ) -> list[ScoreResult]:
-        """Capture and judge ``span`` with every scorer now, bypassing sampling and the queue
-        (the decisions are counted and results emitted as for live runs). ``descendants`` are
-        the content under it (spans or pieces), when its own attributes lack the
-        conversation; ``nested`` counts content under it that nested agent spans own;
-        ``scorers`` (names) limits the judging to some of the scorers.
-
-        Returns the results in scorer order; an empty list when nothing could be captured
-        (the ``filtered`` decision says why). Runs on the library's background loop.
-        """
-        slots = self._slots if scorers is None else tuple(
-            slot for slot in self._slots if slot.name in scorers)
-        self.counts.select(tuple(slot.name for slot in slots), [])
-        return await background_loop.on_loop(
-            self._evaluation.run(Job(span, slots), descendants=descendants or [],
-                                 nested=nested))
-
-    def capture(self, span: ReadableSpan, *,
-                descendants: Sequence[ReadableSpan | Piece] | None = None,
-                nested: int = 0) -> Captured:
-        """The run this processor would judge for ``span`` (no judge call, nothing counted)."""
-        return self._evaluation.capture(span, descendants=descendants, nested=nested)
-
-    def agent_of(self, span: ReadableSpan) -> str | None:
-        """The agent name of ``span`` as capture reads it (the mapping's key first)."""
-        return self._evaluation.agent_of(span)
 
     # -- housekeeping ---------------------------------------------------------------------
     def _periodic(self) -> None:
@@ -392,16 +292,9 @@ class ScoringSpanProcessor(SpanProcessor):
         logger.warning(message, exc_info=key in ("on_end", "capture") or key.startswith("score:"))
 
     def _warn_unselected(self) -> None:
-        unselected = self._unselected
-        if unselected.selected or not unselected.count:
-            return
-        self._log_once("unselected", (
-            f"otel-scorers has seen {unselected.count} spans or log records with GenAI content "
-            f"(the first: {unselected.first!r}) but no agent-run span to score: the app looks "
-            "traced at the LLM-client level only. To score each LLM call, set "
-            "include_llm_spans=True (OTEL_SCORERS_INCLUDE_LLM_SPANS=true); to score whole "
-            "runs, wrap them in an invoke_agent span, or select them by span name "
-            "(OTEL_SCORERS_SPAN_NAMES)."))
+        message = self._unselected.message()
+        if message is not None:
+            self._log_once("unselected", message)
 
     # -- flush, exit and shutdown -----------------------------------------------------------
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
@@ -466,38 +359,6 @@ class ScoringSpanProcessor(SpanProcessor):
             self._enriched.reset_after_fork()
         for slot in self._slots:
             slot.sampler.reset_after_fork()
-
-
-class _Unselected:
-    """Content seen while nothing is selected: the makings of a "why was nothing scored?"
-    warning. ``note`` is on the hot path: a flag test unless nothing was selected yet."""
-
-    WARN_AFTER = 20
-
-    def __init__(self) -> None:
-        self.selected = False
-        self.count = 0
-        self.first = ""
-
-    def note(self, name: str, attrs: Mapping[str, Any] | None, *, record: bool = False) -> bool:
-        """Count a span (``attrs``) or record with content; ``True`` when it is time to warn."""
-        if self.selected or (not record and (attrs is None
-                                             or CONTENT_KEY_SET.isdisjoint(attrs))):
-            return False
-        self.count += 1
-        if not self.first:
-            self.first = name
-        return self.count == self.WARN_AFTER
-
-
-def _ignore(_record: Any) -> None:
-    return
-
-
-def _is_own(span: ReadableSpan) -> bool:
-    """Spans this library emitted (evaluation spans): never selected, never buffered."""
-    scope = span.instrumentation_scope
-    return scope is not None and scope.name == n.SCOPE_NAME
 
 
 def _after_fork(ref: weakref.ReferenceType[ScoringSpanProcessor]) -> None:

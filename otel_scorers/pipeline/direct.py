@@ -1,0 +1,80 @@
+"""The processor's direct use, beside the SDK hooks: what offline re-scoring needs.
+
+``rescore`` (and anyone judging spans that did not end in this process) asks the processor
+whether a span is selected, what it would capture, and to judge it now, bypassing sampling and
+the queue, with the same capture, scorers, cache, budget and emission as live runs. These
+methods are a mixin of :class:`~otel_scorers.pipeline.processor.ScoringSpanProcessor`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_scorers import background_loop
+from otel_scorers.capture import Captured, attribute_dict
+from otel_scorers.capture.trace import Piece
+from otel_scorers.emit import names as n
+from otel_scorers.pipeline.counts import DecisionCounts
+from otel_scorers.pipeline.evaluation import Evaluation, Job
+from otel_scorers.pipeline.selection import Selector, is_llm_call
+from otel_scorers.pipeline.slots import Slot
+from otel_scorers.scorers.result import ScoreResult
+
+__all__ = ["DirectUse", "is_own"]
+
+
+def is_own(span: ReadableSpan) -> bool:
+    """Spans this library emitted (evaluation spans): never selected, never buffered."""
+    scope = span.instrumentation_scope
+    return scope is not None and scope.name == n.SCOPE_NAME
+
+
+class DirectUse:
+    """Selection, capture and judging of one span on demand (see the module docstring)."""
+
+    _selector: Selector
+    _slots: tuple[Slot, ...]
+    _evaluation: Evaluation
+    counts: DecisionCounts
+
+    def selects(self, span: ReadableSpan) -> bool:
+        """Whether ``span`` is an agent run this processor would consider (selection only:
+        no sampling, nothing counted). This library's own evaluation spans never are."""
+        return not is_own(span) and self._selector.matches(span, attribute_dict(span))
+
+    def is_agent_span(self, span: ReadableSpan) -> bool:
+        """Whether ``span`` is selected as an agent run (not as an LLM call): the spans that
+        own the LLM calls under them when runs are assembled."""
+        return self.selects(span) and not is_llm_call(attribute_dict(span))
+
+    async def evaluate(self, span: ReadableSpan, *,
+                       descendants: Sequence[ReadableSpan | Piece] | None = None,
+                       nested: int = 0, scorers: Sequence[str] | None = None
+                       ) -> list[ScoreResult]:
+        """Capture and judge ``span`` with every scorer now, bypassing sampling and the queue
+        (the decisions are counted and results emitted as for live runs). ``descendants`` are
+        the content under it (spans or pieces), when its own attributes lack the
+        conversation; ``nested`` counts content under it that nested agent spans own;
+        ``scorers`` (names) limits the judging to some of the scorers.
+
+        Returns the results in scorer order; an empty list when nothing could be captured
+        (the ``filtered`` decision says why). Runs on the library's background loop.
+        """
+        slots = self._slots if scorers is None else tuple(
+            slot for slot in self._slots if slot.name in scorers)
+        self.counts.select(tuple(slot.name for slot in slots), [])
+        return await background_loop.on_loop(
+            self._evaluation.run(Job(span, slots), descendants=descendants or [],
+                                 nested=nested))
+
+    def capture(self, span: ReadableSpan, *,
+                descendants: Sequence[ReadableSpan | Piece] | None = None,
+                nested: int = 0) -> Captured:
+        """The run this processor would judge for ``span`` (no judge call, nothing counted)."""
+        return self._evaluation.capture(span, descendants=descendants, nested=nested)
+
+    def agent_of(self, span: ReadableSpan) -> str | None:
+        """The agent name of ``span`` as capture reads it (the mapping's key first)."""
+        return self._evaluation.agent_of(span)
