@@ -25,7 +25,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_scorers.capture.conventions import (
     AGENT_NAME_KEYS,
-    READERS,
     CaptureError,
     Found,
     Limits,
@@ -34,7 +33,8 @@ from otel_scorers.capture.conventions import (
     parse_json,
 )
 from otel_scorers.capture.logs import RecordContent, found_in_records
-from otel_scorers.capture.trace import Piece
+from otel_scorers.capture.pieces import Piece
+from otel_scorers.capture.readers import READERS
 from otel_scorers.emit.names import RUBRIC_ATTRIBUTE, Reason
 from otel_scorers.scorers.run import Message, RunLike, ScorerRun
 

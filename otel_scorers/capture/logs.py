@@ -26,9 +26,9 @@ from otel_scorers.capture.conventions import (
     Found,
     Limits,
     is_content_key,
-    read_genai,
     value_size,
 )
+from otel_scorers.capture.readers import read_genai
 from otel_scorers.emit.names import Reason
 from otel_scorers.scorers.run import Message, text_of
 

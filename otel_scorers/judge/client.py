@@ -15,19 +15,16 @@ thread so the event loop stays responsive.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import hashlib
 import json
 import logging
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Generic, Literal, TypeVar, get_args
 
-from opentelemetry import context as otel_context
 from pydantic import BaseModel, ValidationError
 
 from otel_scorers.background_loop import on_loop
@@ -36,9 +33,14 @@ from otel_scorers.errors import (
     JudgeError,
     JudgeOutputError,
     JudgeTimeoutError,
-    JudgeTruncatedError,
 )
 from otel_scorers.judge.fence import FENCE_RULES, Fence, truncate
+from otel_scorers.judge.provider import (
+    content_of,
+    cost_of,
+    load_litellm,
+    suppress_instrumentation,
+)
 from otel_scorers.judge.redact import Redactor, RegexRedactor, environment_secrets, mask_secrets
 from otel_scorers.judge.retry import RetryPolicy, classify_exception
 from otel_scorers.judge.schema import answer_schema, correction, parse_answer, problems
@@ -51,6 +53,7 @@ __all__ = [
     "JudgeUsage",
     "Judgement",
     "StructuredOutput",
+    "load_litellm",
     "suppress_instrumentation",
 ]
 
@@ -83,41 +86,6 @@ class Judgement(Generic[T]):
     value: T
     usage: JudgeUsage
     raw: str = ""
-
-
-@contextlib.contextmanager
-def suppress_instrumentation() -> Iterator[None]:
-    """Mark the current context so OTel instrumentations (HTTP clients, LLM SDKs) stay silent.
-
-    Judge calls must never produce telemetry that would itself be selected and scored.
-    """
-    ctx = otel_context.set_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY, True)
-    ctx = otel_context.set_value(otel_context._SUPPRESS_HTTP_INSTRUMENTATION_KEY, True, ctx)
-    token = otel_context.attach(ctx)
-    try:
-        yield
-    finally:
-        otel_context.detach(token)
-
-
-@functools.cache
-def _litellm() -> ModuleType:
-    # The bundled price map avoids a network fetch at import; users may override the variable.
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    litellm.suppress_debug_info = True
-    module: ModuleType = litellm
-    return module
-
-
-def load_litellm() -> ModuleType:
-    """Import litellm (seconds, once) and register this library's local providers."""
-    module = _litellm()
-    from otel_scorers.judge import local
-
-    local.register(module)
-    return module
 
 
 class JudgeClient:
@@ -332,33 +300,5 @@ class JudgeClient:
                 await asyncio.sleep(delay)
                 continue
             free = self.model.startswith("local/")  # the embedded model costs nothing
-            meter.add(response, 0.0 if free else _cost(litellm, response))
-            return _content_of(response)
-
-
-def _content_of(response: Any) -> str:
-    try:
-        choice = response.choices[0]
-    except (AttributeError, IndexError, TypeError) as exc:
-        raise JudgeOutputError("judge response has no choices") from exc
-    if getattr(choice, "finish_reason", None) == "length":
-        raise JudgeTruncatedError("judge answer was cut at max_tokens (finish_reason=length); "
-                                  "raise max_tokens or shorten the rubric")
-    content = getattr(getattr(choice, "message", None), "content", None)
-    return content if isinstance(content, str) else ""
-
-
-def _cost(litellm: ModuleType, response: Any) -> float | None:
-    """The call's cost from litellm's price table (``None`` for unpriced models).
-
-    litellm already prices every response while logging it (``response_cost``); computing it
-    again would double a noticeable share of the per-call CPU.
-    """
-    hidden = getattr(response, "_hidden_params", None) or {}
-    cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
-    if cost is None and "response_cost" not in hidden:
-        try:
-            cost = litellm.completion_cost(completion_response=response)
-        except Exception:  # models absent from litellm's price table have no cost
-            return None
-    return float(cost) if cost else None
+            meter.add(response, 0.0 if free else cost_of(litellm, response))
+            return content_of(response)

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_scorers import background_loop
 from otel_scorers.capture import Captured, attribute_dict
-from otel_scorers.capture.trace import Piece
+from otel_scorers.capture.pieces import Piece
 from otel_scorers.emit import names as n
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.evaluation import Evaluation, Job

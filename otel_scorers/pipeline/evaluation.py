@@ -25,7 +25,8 @@ from otel_scorers.capture import (
     agent_name,
     capture_span,
 )
-from otel_scorers.capture.trace import Piece, TraceBuffer
+from otel_scorers.capture.pieces import Piece
+from otel_scorers.capture.trace import TraceBuffer
 from otel_scorers.emit import names as n
 from otel_scorers.emit.attributes import ContentPolicy, result_attributes
 from otel_scorers.emit.enriched import EnrichedExport

@@ -19,7 +19,8 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_scorers.capture import attribute_dict
-from otel_scorers.capture.trace import CONTENT_KEY_SET, Piece, pieces_under
+from otel_scorers.capture.pieces import Piece, pieces_under
+from otel_scorers.capture.trace import CONTENT_KEY_SET
 from otel_scorers.otlp import read_requests, spans_of
 from otel_scorers.pipeline.processor import ScoringSpanProcessor
 
