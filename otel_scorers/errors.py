@@ -11,7 +11,8 @@
         ├── JudgeConnectionError     connection_error
         ├── JudgeRateLimitError      rate_limited
         ├── JudgeServerError         server_error       (HTTP 5xx)
-        ├── JudgeRequestError        request_rejected   (other HTTP 4xx: auth, bad request)
+        ├── JudgeAuthError           auth               (no API key, or one rejected: 401/403)
+        ├── JudgeRequestError        request_rejected   (other HTTP 4xx: bad request, ...)
         ├── JudgeResponseError       invalid_response   (the body is not a chat completion)
         └── JudgeOutputError         invalid_output     (schema broken, after one re-ask)
             └── JudgeTruncatedError  truncated_output   (finish_reason == "length")
@@ -28,6 +29,7 @@ from typing import Any
 __all__ = [
     "ConfigError",
     "EnvConfigError",
+    "JudgeAuthError",
     "JudgeConnectionError",
     "JudgeError",
     "JudgeOutputError",
@@ -100,6 +102,15 @@ class JudgeServerError(JudgeError):
     error_type = "server_error"
 
 
+class JudgeAuthError(JudgeError):
+    """No API key for the judge, or one the provider rejected (HTTP 401/403). Not retried:
+    asking again with the same key gets the same answer. The message names what to set."""
+
+    error_type = "auth"
+    #: No key was given at all (else one was given and rejected).
+    missing = False
+
+
 class JudgeRequestError(JudgeError):
     error_type = "request_rejected"
 
@@ -120,7 +131,8 @@ ERROR_TYPES: dict[str, type[OtelScorersError]] = {
     cls.error_type: cls
     for cls in (
         OtelScorersError, ConfigError, ScorerInputError, JudgeError, JudgeTimeoutError,
-        JudgeConnectionError, JudgeRateLimitError, JudgeServerError, JudgeRequestError,
+        JudgeConnectionError, JudgeRateLimitError, JudgeServerError, JudgeAuthError,
+        JudgeRequestError,
         JudgeResponseError, JudgeOutputError, JudgeTruncatedError,
     )
 }

@@ -43,5 +43,5 @@ def test_error_types_are_stable() -> None:
     from otel_scorers import errors
     assert {cls.error_type for cls in errors.ERROR_TYPES.values()} == {
         "internal_error", "config_error", "invalid_input", "judge_error", "timeout",
-        "connection_error", "rate_limited", "server_error", "request_rejected",
+        "connection_error", "rate_limited", "server_error", "auth", "request_rejected",
         "invalid_response", "invalid_output", "truncated_output"}

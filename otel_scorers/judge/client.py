@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 from otel_scorers.background_loop import on_loop
 from otel_scorers.errors import (
     ConfigError,
+    JudgeAuthError,
     JudgeError,
     JudgeOutputError,
     JudgeTimeoutError,
@@ -164,8 +165,22 @@ class JudgeClient:
         message = mask_secrets(str(error), [self._api_key or "", *environment_secrets()])
         if self.redactor is not None:
             message = self.redactor(message)
+        if isinstance(error, JudgeAuthError):
+            message = f"{self.key_hint(missing=error.missing)}; {message}"
         error.args = (message,)
         return error
+
+    def key_hint(self, *, missing: bool) -> str:
+        """What to set for this judge's key: the provider's variable and this library's."""
+        names = []
+        try:
+            found = load_litellm().validate_environment(model=self.model)
+            names = [n for n in found.get("missing_keys", []) if n.endswith("_KEY")]
+        except Exception:  # an unknown provider: litellm cannot say
+            names = []
+        variables = " or ".join([*names, ENV_API_KEY])
+        state = "is missing" if missing else "was rejected"
+        return f"the judge's API key for {self.model} {state}: set {variables}"
 
     def priced(self) -> bool:
         """Whether litellm's price table knows this model (loads litellm: seconds, once)."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from otel_scorers.errors import (
+    JudgeAuthError,
     JudgeConnectionError,
     JudgeError,
     JudgeRateLimitError,
@@ -36,6 +37,9 @@ _RETRYABLE = (JudgeTimeoutError, JudgeConnectionError, JudgeRateLimitError, Judg
 #: How litellm words a response body it could not read as a chat completion (it then raises
 #: with a made-up status 500); checked by test_client's non-JSON-body cases.
 _INVALID_BODY = ("Empty or invalid response from LLM endpoint", "Expecting value: line 1")
+#: How the provider SDKs say a key is missing (the OpenAI one, through litellm, as a made-up
+#: status 500: it used to be retried as a server error).
+_NO_KEY = ("Missing credentials", "api_key client option must be set", "Missing Anthropic API Key")
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,13 @@ def classify_exception(exc: BaseException) -> JudgeError:
     message = _describe(exc)
     if any(marker in str(e) for e in chain for marker in _INVALID_BODY):
         return JudgeResponseError(f"judge returned an unreadable response: {message}")
+    if any(type(e).__name__ == "AuthenticationError" or any(
+            marker in str(e) for marker in _NO_KEY) for e in chain):
+        missing = any(marker in str(e) for e in chain for marker in _NO_KEY)
+        error = JudgeAuthError(f"judge authentication failed: {message}",
+                               status_code=401)
+        error.missing = missing
+        return error
     response = _http_response(chain)
     if response is not None:
         return _from_status(int(response.status_code), getattr(response, "headers", {}), message)
@@ -105,6 +116,9 @@ def _from_status(status: int, headers: Mapping[str, str] | Any, message: str) ->
     if status >= 500:
         return JudgeServerError(f"judge server error (HTTP {status}): {message}",
                                 status_code=status)
+    if status in (401, 403):
+        return JudgeAuthError(f"judge rejected the API key (HTTP {status}): {message}",
+                              status_code=status)
     if status >= 400:
         return JudgeRequestError(f"judge rejected the request (HTTP {status}): {message}",
                                  status_code=status)

@@ -63,10 +63,31 @@ def test_score_from_run_file_and_at_files(cli: CliRunner, judge_server: Scripted
 
 def test_judge_failure_exits_1_with_error(cli: CliRunner,
                                           judge_server: ScriptedJudgeServer) -> None:
-    judge_server.script(fault(401))
+    judge_server.script(fault(400))
     result = cli.invoke(main, ["score", "--criteria", "x", "--input", "q", "--output", "a"])
     assert result.exit_code == 1
     assert "not scored (request_rejected)" in result.output
+
+
+def test_a_rejected_key_fails_fast_and_says_what_to_set(
+        cli: CliRunner, judge_server: ScriptedJudgeServer) -> None:
+    judge_server.script(fault(401, message="Incorrect API key provided"))
+    result = cli.invoke(main, ["score", "--criteria", "x", "--input", "q", "--output", "a"])
+    assert result.exit_code == 1
+    assert "not scored (auth)" in result.output
+    assert "was rejected: set" in result.output and "OTEL_SCORERS_JUDGE_API_KEY" in result.output
+    assert len(judge_server.requests) == 1  # not retried
+
+
+def test_a_missing_key_fails_fast_without_a_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    from otel_scorers import RubricScorer
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    result = RubricScorer("openai/gpt-5-mini", "- x").run({"input": "q", "output": "a"})
+    assert result.error is not None and result.error.type == "auth"
+    assert "is missing: set OPENAI_API_KEY or OTEL_SCORERS_JUDGE_API_KEY" in result.error.message
+    # once reported as "HTTP 500" after 4 calls and 12 s of backoff
+    assert result.judge is not None and result.judge.calls == 1
 
 
 def test_fail_under(cli: CliRunner, judge_server: ScriptedJudgeServer) -> None:

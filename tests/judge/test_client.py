@@ -46,7 +46,7 @@ def test_transient_failure_then_success(judge_server: ScriptedJudgeServer,
 
 
 @pytest.mark.parametrize(("status", "error_type"), [
-    (400, "request_rejected"), (401, "request_rejected"), (403, "request_rejected"),
+    (400, "request_rejected"), (401, "auth"), (403, "auth"),
     (404, "request_rejected"), (422, "request_rejected"),
 ])
 def test_no_retry_on_other_4xx(judge_server: ScriptedJudgeServer, status: int,

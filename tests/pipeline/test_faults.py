@@ -53,7 +53,8 @@ FAULTS: dict[str, tuple[Callable[[Any], Answer] | None, str]] = {
                             "invalid_output"),
     "truncated answer": (lambda r: reply('{"verdicts": {', finish_reason="length"),
                          "truncated_output"),
-    "rejects the key": (lambda r: fault(401), "request_rejected"),
+    "rejects the key": (lambda r: fault(401), "auth"),
+    "rejects the request": (lambda r: fault(400), "request_rejected"),
 }
 
 
@@ -233,7 +234,7 @@ def test_a_judge_that_echoes_the_api_key_never_leaks_it(
     assert processor.stats()["rubric"] == {"selected": 1, "error": 1}
     emitted = [dict(s.attributes) for s in telemetry.evaluation_spans()]
     emitted += [dict(r.log_record.attributes) for r in telemetry.logs()]
-    assert emitted and "request_rejected" in repr(emitted)
+    assert emitted and "auth" in repr(emitted)
     assert key not in repr(emitted) and "****" in repr(emitted)
     # the CLI prints the same scrubbed text (the key from the environment this time)
     judge_server.script(echo)
@@ -242,4 +243,4 @@ def test_a_judge_that_echoes_the_api_key_never_leaks_it(
     monkeypatch.setenv("OTEL_SCORERS_JUDGE_API_BASE", judge_server.url)
     result = CliRunner().invoke(main, ["score", "--criteria", "x", "--output", "a", "--json"])
     assert result.exit_code == 1
-    assert key not in result.output and "request_rejected" in result.output
+    assert key not in result.output and "\"auth\"" in result.output
