@@ -45,7 +45,10 @@ def demo(prometheus_port: int | None, keep_serving: bool, telemetry_file: str) -
 @click.option("--config", "config_file", type=click.Path(dir_okay=False),
               help="YAML settings file (default: $OTEL_SCORERS_CONFIG).")
 @click.option("--json", "as_json", is_flag=True, help="Print the resolved settings as JSON.")
-def check_config(config_file: str | None, as_json: bool) -> None:
+@click.option("--ping", is_flag=True,
+              help="Also make one tiny judge call: the model used, reachability, latency and "
+                   "how structured output is asked for. Exit 1 when it fails.")
+def check_config(config_file: str | None, as_json: bool, ping: bool) -> None:
     """Validate the configuration and print every resolved setting with its source."""
     from rich.console import Console
     from rich.table import Table
@@ -57,16 +60,49 @@ def check_config(config_file: str | None, as_json: bool) -> None:
     except ConfigError as exc:
         raise UsageProblem(str(exc)) from exc
     data = resolved.settings.model_dump(mode="json")
-    if as_json:
+    if as_json and not ping:
         click.echo(json.dumps(data, indent=2))
-        return
-    table = Table(title="otel-scorers settings")
-    for column in ("setting", "value", "source"):
-        table.add_column(column, overflow="fold")
-    for path, value in _flatten(data).items():
-        shown = "****" if path.endswith("api_key") and value else json.dumps(value)
-        table.add_row(path, shown, resolved.sources.get(path, "default"))
-    Console().print(table)
+    elif not as_json:
+        table = Table(title="otel-scorers settings")
+        for column in ("setting", "value", "source"):
+            table.add_column(column, overflow="fold")
+        for path, value in _flatten(data).items():
+            shown = "****" if path.endswith("api_key") and value else json.dumps(value)
+            table.add_row(path, shown, resolved.sources.get(path, "default"))
+        Console().print(table)
+    if ping:
+        _ping(resolved.settings, data if as_json else None)
+
+
+def _ping(settings: Any, as_json: dict[str, Any] | None) -> None:
+    """One tiny call to the configured judge; exit 1 when it fails. With ``as_json`` (the
+    settings), prints ``{"settings": ..., "ping": ...}``."""
+    from otel_scorers import background_loop
+    from otel_scorers.gateway.security import safe_url
+    from otel_scorers.judge.ping import ping
+    from otel_scorers.pipeline.build import judge_from
+
+    try:
+        client = judge_from(settings.judge)
+    except ConfigError as exc:
+        raise UsageProblem(str(exc)) from exc
+    result = background_loop.run_sync(ping(client))
+    report = {"model": result.model,
+              "api_base": safe_url(result.api_base) if result.api_base else None,
+              "reachable": result.reachable, "latency_s": round(result.latency_s, 3),
+              "structured_output": result.structured_output, "ok": result.ok,
+              "error_type": result.error_type, "error": result.error}
+    if as_json is not None:
+        click.echo(json.dumps({"settings": as_json, "ping": report}, indent=2))
+    else:
+        schema = ("a JSON schema the provider enforces" if result.structured_output == "json_schema"
+                  else f"JSON mode ({result.structured_output}), the schema in the prompt")
+        click.echo(f"judge {result.model}" + (f" at {report['api_base']}" if result.api_base
+                                              else "")
+                   + f": {'reachable' if result.reachable else 'NOT reachable'}, "
+                   f"{result.latency_s:.2f}s, structured output: {schema}")
+    if not result.ok:
+        raise Failed(f"the judge did not answer ({result.error_type}): {result.error}")
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -253,6 +253,11 @@ class JudgeClient:
             text = self.redactor(text)
         return truncate(text, self.max_field_chars)
 
+    def structured_mode(self, litellm: ModuleType) -> StructuredOutput:
+        """How this client asks for JSON: ``json_schema`` when the provider enforces a schema
+        (litellm knows), else JSON mode with the schema in the prompt."""
+        return self._mode(litellm)
+
     def _mode(self, litellm: ModuleType) -> StructuredOutput:
         if self.structured_output != "auto":
             return self.structured_output

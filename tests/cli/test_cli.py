@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from otel_scorers.cli import main
-from otel_scorers.testing import ScriptedJudgeServer, alignment_answer, fault, rubric_answer
+from otel_scorers.testing import ScriptedJudgeServer, alignment_answer, fault, reply, rubric_answer
 
 
 @pytest.fixture
@@ -135,3 +135,34 @@ def test_installed_entry_point(judge_server: ScriptedJudgeServer) -> None:
                          check=False)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["score"] == 1.0
+
+
+def test_check_config_ping_reports_the_judge(judge_server: ScriptedJudgeServer,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_MODEL", judge_server.model)
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_API_BASE", judge_server.url)
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_API_KEY", "k")
+    judge_server.script(reply({"ok": True}))
+    result = CliRunner().invoke(main, ["check-config", "--ping", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)["ping"]
+    assert report["model"] == judge_server.model and report["reachable"] and report["ok"]
+    assert report["structured_output"] in ("json_schema", "json_object")
+    assert report["latency_s"] >= 0
+    assert "ping" in judge_server.requests[0].text
+    judge_server.script(fault(401))
+    failed = CliRunner().invoke(main, ["check-config", "--ping"])
+    assert failed.exit_code == 1
+    assert "NOT reachable" in failed.output and "did not answer (auth)" in failed.output
+
+
+def test_check_config_ping_on_a_dead_judge_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.support import free_port
+
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_MODEL", "openai/nothing-there")
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_API_BASE", f"http://127.0.0.1:{free_port()}/v1")
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_API_KEY", "k")
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_TIMEOUT", "2")
+    result = CliRunner().invoke(main, ["check-config", "--ping"])
+    assert result.exit_code == 1
+    assert "connection_error" in result.output

@@ -1,0 +1,56 @@
+"""One tiny judge call to check a judge set-up end to end (``check-config --ping``)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, StrictBool
+
+from otel_scorers.errors import JudgeError
+from otel_scorers.judge.client import JudgeClient, JudgeRequest
+from otel_scorers.judge.provider import load_litellm
+
+__all__ = ["PingResult", "ping"]
+
+
+class _Pong(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    ok: StrictBool
+
+
+@dataclass(frozen=True)
+class PingResult:
+    """What one judge call showed: the model, how JSON was asked for and whether the judge
+    answered in the shape asked, the time it took, and the error when it failed."""
+
+    model: str
+    api_base: str | None
+    structured_output: str
+    reachable: bool
+    latency_s: float
+    error_type: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.reachable and self.error is None
+
+
+async def ping(client: JudgeClient) -> PingResult:
+    """Ask the judge for ``{"ok": true}`` once (retries as configured)."""
+    mode = client.structured_mode(load_litellm())
+    started = time.monotonic()
+    request = JudgeRequest(instructions="This is a connectivity check. Answer ok=true.",
+                           fields=[("check", "ping")], answer_model=_Pong,
+                           task='Answer with the JSON object {"ok": true}.')
+    try:
+        answer = await client.judge(request)
+    except JudgeError as exc:
+        reachable = exc.error_type not in ("connection_error", "timeout", "auth")
+        return PingResult(client.model, client.api_base, mode, reachable,
+                          time.monotonic() - started, exc.error_type, str(exc))
+    error = None if answer.value.ok else "the judge answered ok=false"
+    return PingResult(client.model, client.api_base, mode, True, answer.usage.latency_s,
+                      None if error is None else "invalid_output", error)
