@@ -1,4 +1,4 @@
-"""``otel-scorers score``: judge one run given on the command line."""
+"""``otel-scorers score``: judge one run given on the command line, or a dataset of runs."""
 
 from __future__ import annotations
 
@@ -60,7 +60,8 @@ def _build_run(run_file: str | None, input_text: str | None, system: tuple[str, 
 
 
 @click.command()
-@click.option("--scorer", "scorer_name", type=click.Choice(["rubric", "prompt-alignment"]),
+@click.option("--scorer", "scorer_name",
+              type=click.Choice(["rubric", "prompt-alignment", "prompt_alignment"]),
               default="rubric", show_default=True, help="Which scorer judges the run.")
 @click.option("--criteria", multiple=True, metavar="TEXT",
               help="Required criterion (repeatable), a newline checklist, or @file.")
@@ -84,13 +85,29 @@ def _build_run(run_file: str | None, input_text: str | None, system: tuple[str, 
               help="Redact e-mails, phones, card numbers and secrets before judging.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (to_dict()).")
 @click.option("--fail-under", type=float, default=None,
-              help="Exit 1 when the score is below this value (or nothing was judged).")
+              help="Exit 1 when the score (with --dataset: the mean) is below this value, or "
+                   "nothing was judged.")
+@click.option("--dataset", type=click.Path(exists=True, dir_okay=False),
+              help="Score every record of a JSON-lines file of {input, output, system?, "
+                   "rubric?}: JSON lines out, a summary table on stderr.")
+@click.option("--results", type=click.Path(dir_okay=False),
+              help="With --dataset: write the JSON lines to this file (default: stdout).")
+@click.option("--concurrency", type=click.IntRange(1, 256), default=8, show_default=True,
+              help="With --dataset: judge calls at a time.")
+@click.option("--progress/--no-progress", default=None,
+              help="With --dataset: a progress bar (default: when stderr is a terminal).")
 def score(scorer_name: str, criteria: tuple[str, ...], optional: tuple[str, ...], mode: str,
           scale: float, input_text: str | None, system: tuple[str, ...], output: str | None,
           run_file: str | None, model: str | None, api_base: str | None, api_key: str | None,
-          timeout: float, redact: bool, as_json: bool, fail_under: float | None) -> None:
-    """Score one run: a prompt, optional system messages and the agent's output."""
-    run = _build_run(run_file, input_text, system, output)
+          timeout: float, redact: bool, as_json: bool, fail_under: float | None,
+          dataset: str | None, results: str | None, concurrency: int,
+          progress: bool | None) -> None:
+    """Score one run (a prompt, optional system messages and the agent's output), or with
+    --dataset every run of a file."""
+    if dataset is not None and (input_text or output or run_file or system):
+        raise UsageProblem("--dataset takes the runs from the file: no --input, --output, "
+                           "--system or --run with it")
+    run = _build_run(run_file, input_text, system, output) if dataset is None else None
     try:
         judge = JudgeClient(model, api_base=api_base, api_key=api_key, timeout_s=timeout,
                             redactor=redact)
@@ -106,6 +123,10 @@ def score(scorer_name: str, criteria: tuple[str, ...], optional: tuple[str, ...]
             scorer = PromptAlignmentScorer(judge, scale=scale, evaluation_mode=mode)  # type: ignore[arg-type]
     except ConfigError as exc:
         raise UsageProblem(str(exc)) from exc
+    if dataset is not None:
+        _score_dataset(scorer, Path(dataset), results, concurrency, progress, fail_under)
+        return
+    assert run is not None
     result = scorer.run(run).reported()
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
@@ -123,6 +144,38 @@ def score(scorer_name: str, criteria: tuple[str, ...], optional: tuple[str, ...]
             sys.exit(EXIT_FAILED)
         if result.score < fail_under:
             sys.exit(EXIT_FAILED)
+
+
+def _score_dataset(scorer: BaseScorer, path: Path, results: str | None, concurrency: int,
+                   progress: bool | None, fail_under: float | None) -> None:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from otel_scorers.cli.dataset import read_dataset, score_dataset, summary_table
+
+    runs = read_dataset(path)
+    console = Console(stderr=True)
+    show = progress if progress is not None else console.is_terminal
+    bar = Progress(TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), console=console,
+                   disable=not show)
+    out = open(results, "w", encoding="utf-8") if results else sys.stdout  # noqa: SIM115
+    try:
+        with bar:
+            task = bar.add_task("score", total=len(runs))
+            summary = score_dataset(scorer, runs, out, concurrency=concurrency,
+                                    advance=lambda: bar.advance(task))
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    console.print(summary_table(summary, scorer.name))
+    if summary.errors:
+        click.echo(f"Error: {summary.errors} of {summary.records} records were not scored "
+                   "(judge errors; see their lines)", err=True)
+        sys.exit(EXIT_FAILED)
+    if fail_under is not None and (summary.mean is None or summary.mean < fail_under):
+        shown = "nothing judged" if summary.mean is None else f"{summary.mean:.3f}"
+        click.echo(f"Error: mean score {shown} is below --fail-under {fail_under:g}", err=True)
+        sys.exit(EXIT_FAILED)
 
 
 def _print_result(result: ScoreResult) -> None:

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -166,3 +167,48 @@ def test_check_config_ping_on_a_dead_judge_exits_1(monkeypatch: pytest.MonkeyPat
     result = CliRunner().invoke(main, ["check-config", "--ping"])
     assert result.exit_code == 1
     assert "connection_error" in result.output
+
+
+def _dataset(tmp_path: Path) -> Path:
+    records = [
+        {"input": "Say hi", "output": "Hello there!"},
+        {"input": "Say hi", "output": "go away", "system": "Be polite."},
+        {"input": [{"role": "user", "content": "Greet me"}],
+         "output": {"role": "assistant", "text": "Hi!"}, "rubric": "- greets"},
+    ]
+    path = tmp_path / "dataset.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    return path
+
+
+def test_score_a_dataset(cli: CliRunner, judge_server: ScriptedJudgeServer,
+                         tmp_path: Path) -> None:
+    # the scripted judge fails criterion 2 ("is polite") for the rude answer only
+    def respond(request: Any) -> Any:
+        return reply(rubric_answer([True, "go away" not in request.text]))
+
+    judge_server.responder = respond
+    out = tmp_path / "results.jsonl"
+    result = cli.invoke(main, ["score", "--dataset", str(_dataset(tmp_path)), "--criteria",
+                               "- greets\n- is polite", "--results", str(out), "--progress",
+                               "--fail-under", "0.5"])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(line["line"] for line in lines) == [1, 2, 3]
+    by_line = {line["line"]: line for line in lines}
+    assert by_line[2]["score"] == 0.0 and by_line[1]["score"] == 1.0
+    assert "mean score" in result.output and "0.667 / 1" in result.output
+    assert "pass rate" in result.output and "66.7%" in result.output
+    assert "fails: is polite" in result.output and "33.3%" in result.output
+    assert "3/3" in result.output  # the progress bar
+    strict = cli.invoke(main, ["score", "--dataset", str(_dataset(tmp_path)), "--criteria",
+                               "- greets\n- is polite", "--fail-under", "0.9"])
+    assert strict.exit_code == 1 and "below --fail-under 0.9" in strict.output
+
+
+def test_a_bad_dataset_record_is_a_one_line_error(cli: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"input": "x", "output": "y"}\n{"input": "x", "outptu": "y"}\n')
+    result = cli.invoke(main, ["score", "--dataset", str(path), "--criteria", "x"])
+    assert result.exit_code == 2
+    assert "bad.jsonl, line 2" in result.output and "Traceback" not in result.output
