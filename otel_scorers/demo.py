@@ -4,8 +4,9 @@ A small deterministic support agent answers a handful of tasks (some well, some 
 is an ``invoke_agent`` span with GenAI semantic-convention content, ended through a
 ``TracerProvider`` that has the ``ScoringSpanProcessor`` with the rubric and prompt-alignment
 scorers. The summary is read back from the evaluation spans the pipeline emitted, and the
-telemetry goes to OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, else to a JSON-lines file
-written by the SDK console exporters, plus a Prometheus scrape endpoint when asked.
+telemetry goes to OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, else to a file of OTLP JSON
+lines (one export request per line, as the Collector's file exporter writes; ``otel-scorers
+rescore`` reads it back), plus a Prometheus scrape endpoint when asked.
 
 The judge is ``OTEL_SCORERS_JUDGE_MODEL`` or, when unset, the embedded SmolLM2-135M model: tiny,
 its verdicts are illustrative only. The demo proves the plumbing, not the judgements.
@@ -23,14 +24,12 @@ from typing import IO, Any
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import (
     BatchLogRecordProcessor,
-    ConsoleLogRecordExporter,
     InMemoryLogRecordExporter,
     LogRecordExporter,
     SimpleLogRecordProcessor,
 )
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
-    ConsoleMetricExporter,
     InMemoryMetricReader,
     MetricExporter,
     MetricReader,
@@ -38,12 +37,7 @@ from opentelemetry.sdk.metrics.export import (
 )
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    ConsoleSpanExporter,
-    SimpleSpanProcessor,
-    SpanExporter,
-)
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -120,7 +114,7 @@ def _run_agent(provider: TracerProvider, task: DemoTask) -> int:
 
 
 class _Exporters:
-    """OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set, else console exporters into a file."""
+    """OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set, else OTLP JSON lines into a file."""
 
     def __init__(self, telemetry_file: Path) -> None:
         self.stream: IO[str] | None = None
@@ -139,11 +133,20 @@ class _Exporters:
                                                    OTLPLogExporter())
             self.destination = f"OTLP/HTTP at {endpoint}"
         else:
+            from otel_scorers.otlp.json_lines import (
+                JsonLinesFile,
+                JsonLinesLogExporter,
+                JsonLinesMetricExporter,
+                JsonLinesSpanExporter,
+            )
+
             self.stream = telemetry_file.open("w", encoding="utf-8")
-            self.spans = ConsoleSpanExporter(out=self.stream)
-            self.metrics = ConsoleMetricExporter(out=self.stream)
-            self.logs = ConsoleLogRecordExporter(out=self.stream)
-            self.destination = f"console exporters, written to {telemetry_file}"
+            out = JsonLinesFile(self.stream)
+            self.spans = JsonLinesSpanExporter(out)
+            self.metrics = JsonLinesMetricExporter(out)
+            self.logs = JsonLinesLogExporter(out)
+            self.destination = (f"OTLP JSON lines in {telemetry_file} "
+                                f"(read it back: otel-scorers rescore {telemetry_file})")
 
     def close(self) -> None:
         if self.stream is not None:
@@ -160,7 +163,8 @@ def run_demo(console: Console | None = None, *, prometheus_port: int | None = No
     if judge.model == DEFAULT_LOCAL_MODEL:
         console.print("[yellow]Judge: the embedded SmolLM2-135M model (no API key, no network). "
                       "It is tiny: its verdicts are illustrative only. Set "
-                      "OTEL_SCORERS_JUDGE_MODEL (e.g. openai/gpt-5-mini) for real ones.[/]")
+                      "OTEL_SCORERS_JUDGE_MODEL (e.g. openai/gpt-5-mini) for real ones.[/]",
+                      soft_wrap=True)
     else:
         console.print(f"Judge: {judge.model}")
     exporters = _Exporters(telemetry_file)
@@ -240,7 +244,9 @@ def _row(task: DemoTask, span_id: int, spans: tuple[ReadableSpan, ...]) -> dict[
             "score": attrs.get("gen_ai.evaluation.score.value"),
             "label": attrs.get("gen_ai.evaluation.score.label"),
             "error": attrs.get("error.type"),
-            "unmet": [str(u) for u in unmet] if isinstance(unmet, tuple) else [],
+            # the criteria as written in the rubric, not their ids
+            "unmet": [str(attrs.get(f"otel_scorers.criterion.{u}.description", u))
+                      for u in unmet] if isinstance(unmet, tuple) else [],
             "latency": attrs.get("otel_scorers.judge.latency_s"),
         }
     return row
@@ -252,29 +258,31 @@ def _cell(result: dict[str, Any] | None) -> str:
     if result["error"]:
         return f"[red]error: {result['error']}[/]"
     text = f"{result['score']:g} {result['label']}"
-    if result["unmet"]:
-        text += "\nunmet: " + ", ".join(result["unmet"])
+    for criterion in result["unmet"]:
+        text += f"\n✗ {criterion}"
     return text
 
 
 def _print(console: Console, report: DemoReport) -> None:
     table = Table(title="Live scores (read back from the evaluation spans)")
-    for column in ("agent", "task", "rubric", "prompt alignment", "judge latency*"):
+    for column in ("agent", "task", "answer written to be", "rubric (✗ unmet criteria)",
+                   "prompt alignment", "judge latency*"):
         table.add_column(column, overflow="fold")
     for row in report.rows:
         latency = sum(float(row[s]["latency"] or 0) for s in ("rubric", "prompt_alignment")
                       if s in row)
-        table.add_row(row["agent"], f"{row['task']} ({row['quality']} answer)",
-                      _cell(row.get("rubric")), _cell(row.get("prompt_alignment")),
-                      f"{latency:.1f}s")
+        table.add_row(row["agent"], row["task"], row["quality"], _cell(row.get("rubric")),
+                      _cell(row.get("prompt_alignment")), f"{latency:.1f}s")
     console.print(table)
+    # plain lines are never wrapped (soft_wrap): they read the same in any terminal width
     console.print("[dim]* both scorers, as the evaluations saw it: waiting for the single local "
-                  "model included[/]")
-    console.print("Pipeline decisions:")
+                  "model included[/]", soft_wrap=True)
+    console.print("Pipeline decisions:", soft_wrap=True)
     for scorer, counts in report.stats.items():
-        console.print(f"  {scorer}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+        console.print(f"  {scorer}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())),
+                      soft_wrap=True)
     console.print(f"{len(report.rows)} agent runs scored by 2 scorers in {report.seconds:.1f}s; "
                   f"{report.evaluation_spans} evaluation spans and {report.events} "
-                  "gen_ai.evaluation.result events emitted.")
+                  "gen_ai.evaluation.result events emitted.", soft_wrap=True)
     for destination in report.destinations:
-        console.print(f"Telemetry -> {destination}")
+        console.print(f"Telemetry -> {destination}", soft_wrap=True, highlight=False)

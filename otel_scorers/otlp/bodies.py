@@ -142,7 +142,7 @@ def _convert_ids(node: Any, convert: Callable[[str, str], str]) -> None:
             _convert_ids(item, convert)
 
 
-def request_to_json(request: ExportTraceServiceRequest) -> str:
+def request_to_json(request: Message) -> str:
     """One line of OTLP JSON (hex ids), as the Collector ``file`` exporter writes it."""
     data = json_format.MessageToDict(request, use_integers_for_enums=True)
     _convert_ids(data, lambda _key, value: base64.b64decode(value).hex())
