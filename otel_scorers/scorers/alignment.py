@@ -31,7 +31,7 @@ from pydantic import Field, StrictBool
 from otel_scorers.errors import ConfigError, ScorerInputError
 from otel_scorers.judge.client import JudgeClient, JudgeRequest
 from otel_scorers.scorers import prompts
-from otel_scorers.scorers.base import LLMScorer, digest
+from otel_scorers.scorers.base import LLMScorer, digest, mastra_options
 from otel_scorers.scorers.result import JudgeModel, ScoreResult, bounded_list, bounded_text
 from otel_scorers.scorers.run import ScorerRun
 
@@ -278,10 +278,11 @@ def create_prompt_alignment_scorer_llm(*, model: str | JudgeClient | None = None
                                        options: Mapping[str, Any] | None = None
                                        ) -> PromptAlignmentScorer:
     """The seed-style factory: ``options`` takes ``scale`` and ``evaluationMode`` (or
-    ``evaluation_mode``), plus ``name``, ``passThreshold`` and judge options."""
-    opts = dict(options or {})
-    renames = {"evaluationMode": "evaluation_mode", "passThreshold": "pass_threshold"}
-    for camel, snake in renames.items():
-        if camel in opts:
-            opts[snake] = opts.pop(camel)
+    ``evaluation_mode``), plus ``name``, ``passThreshold`` and judge options; any other option
+    (Mastra's other scorers have ``contextMode``, for one) is a :class:`ConfigError` naming
+    what is accepted."""
+    opts = mastra_options(options, {
+        "scale": "scale", "evaluationMode": "evaluation_mode",
+        "evaluation_mode": "evaluation_mode", "passThreshold": "pass_threshold",
+        "pass_threshold": "pass_threshold", "name": "name"}, "the prompt-alignment scorer")
     return PromptAlignmentScorer(model, **opts)

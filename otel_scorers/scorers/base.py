@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import abc
 import hashlib
+import inspect
 import logging
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from otel_scorers.background_loop import run_sync
@@ -78,6 +80,34 @@ class BaseScorer(abc.ABC):
         return None
 
 
+#: What a scorer passes on to its :class:`JudgeClient` (the client's keyword arguments).
+JUDGE_OPTIONS = frozenset(
+    name for name, parameter in inspect.signature(JudgeClient).parameters.items()
+    if parameter.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+def check_options(given: Mapping[str, Any], accepted: Iterable[str], what: str) -> None:
+    """An unknown option is a :class:`ConfigError` naming it and what is accepted (never a
+    ``TypeError`` from deep inside)."""
+    allowed = set(accepted)
+    unknown = sorted(set(given) - allowed)
+    if unknown:
+        raise ConfigError(f"{what} has no option {', '.join(map(repr, unknown))}; accepted: "
+                          f"{', '.join(sorted(allowed))}")
+
+
+def mastra_options(options: Mapping[str, Any] | None, own: Mapping[str, str],
+                   what: str) -> dict[str, Any]:
+    """A seed-style factory's ``options``: camelCase names (``evaluationMode``) or snake_case,
+    checked against the scorer's own options (``own``: camelCase -> snake_case) and the judge
+    options; anything else is a :class:`ConfigError`."""
+    out: dict[str, Any] = {}
+    for key, value in (options or {}).items():
+        out[own.get(key, key)] = value
+    check_options(out, {*own.values(), *JUDGE_OPTIONS}, what)
+    return out
+
+
 def validate_scale(scale: float) -> float:
     if not isinstance(scale, int | float) or isinstance(scale, bool) or not scale > 0:
         raise ConfigError(f"scale must be a number > 0, got {scale!r}")
@@ -105,6 +135,7 @@ class LLMScorer(BaseScorer):
                 raise ConfigError("pass judge options to the JudgeClient, not beside it")
             self.judge = model
         else:
+            check_options(judge_options, JUDGE_OPTIONS, f"the {name} scorer")
             self.judge = JudgeClient(model, **judge_options)
 
     def __repr__(self) -> str:

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model
 from otel_scorers.errors import ConfigError, ScorerInputError
 from otel_scorers.judge.client import JudgeClient, JudgeRequest
 from otel_scorers.scorers import prompts
-from otel_scorers.scorers.base import LLMScorer, digest
+from otel_scorers.scorers.base import LLMScorer, digest, mastra_options
 from otel_scorers.scorers.result import JudgeModel, ScoreResult, bounded_text
 from otel_scorers.scorers.run import ScorerRun
 
@@ -289,7 +289,8 @@ def rubric_reason(analysis: RubricAnalysis, *, gating_count: int) -> str:
 def create_rubric_scorer(*, model: str | JudgeClient | None = None,
                          criteria: RubricLike | None = None,
                          options: Mapping[str, Any] | None = None) -> RubricScorer:
-    """The seed-style factory: ``options`` takes ``scale``, ``name`` and judge options."""
-    opts = dict(options or {})
+    """The seed-style factory: ``options`` takes ``scale``, ``name`` and judge options; any
+    other option is a :class:`ConfigError` naming what is accepted."""
+    opts = mastra_options(options, {"scale": "scale", "name": "name"}, "the rubric scorer")
     return RubricScorer(model, criteria, **opts)
 

@@ -4,6 +4,11 @@
 argument) as Python values: ``{"input": [messages], "output": {"role": "assistant", "text": ...}}``,
 ``{"input": {"inputMessages": [...], "systemMessages": [...]}, "output": ...}``, plain strings,
 lists of messages, ``{"role", "content"}`` dicts and content given as a list of text parts.
+Mastra's agent-run input is honoured whole: ``rememberedMessages`` (the conversation memory
+brings back: earlier turns, judged as context, so an answer "A" is read with the question it
+answers), ``taggedSystemMessages`` (system messages grouped by tag: instructions too) and
+``originalTask`` (in a task-completion loop, the task itself: the request the response is
+judged against, whatever feedback turns followed it).
 Non-text parts (images) are ignored: the scorers judge text. A message with no text but tool
 calls (an agent whose turn ends in a handoff or a tool call) reads as ``[tool call: name(args)]``,
 so that turn can still be judged.
@@ -50,11 +55,15 @@ class ScorerRun(BaseModel):
     request_context: Mapping[str, Any] = Field(default_factory=dict)
     additional_context: Mapping[str, Any] = Field(default_factory=dict)
     input_data: Mapping[str, Any] = Field(default_factory=dict)
+    original_task: str | None = None
 
     # -- derived views -------------------------------------------------------------------
     @property
     def user_prompt(self) -> str | None:
-        """The last user message: what the agent was asked."""
+        """What the agent was asked: the original task when one is given, else the last user
+        message."""
+        if self.original_task and self.original_task.strip():
+            return self.original_task
         for message in reversed(self.input_messages):
             if message.role == "user" and message.content.strip():
                 return message.content
@@ -62,7 +71,10 @@ class ScorerRun(BaseModel):
 
     @property
     def conversation(self) -> tuple[Message, ...]:
-        """Turns before the last user message (context for the judge)."""
+        """Turns before the last user message (context for the judge); with an original task,
+        every turn (the loop's feedback and earlier attempts)."""
+        if self.original_task and self.original_task.strip():
+            return self.input_messages
         for index in range(len(self.input_messages) - 1, -1, -1):
             message = self.input_messages[index]
             if message.role == "user" and message.content.strip():
@@ -105,13 +117,19 @@ class ScorerRun(BaseModel):
         systems: list[Message] = []
         input_data: dict[str, Any] = {}
         raw_input = data.get("input")
+        original_task: str | None = None
         if isinstance(raw_input, Mapping) and not _looks_like_message(raw_input):
+            inputs.extend(messages_from(
+                _first(raw_input, "rememberedMessages", "remembered_messages"), "user"))
             inputs.extend(
                 messages_from(_first(raw_input, "inputMessages", "input_messages"), "user"))
             systems.extend(
                 messages_from(_first(raw_input, "systemMessages", "system_messages"), "system"))
-            known = {"inputMessages", "input_messages", "systemMessages", "system_messages"}
-            input_data = {k: v for k, v in raw_input.items() if k not in known}
+            systems.extend(_tagged(_first(raw_input, "taggedSystemMessages",
+                                          "tagged_system_messages")))
+            task = _first(raw_input, "originalTask", "original_task")
+            original_task = text_of(task) if task is not None else None
+            input_data = {k: v for k, v in raw_input.items() if k not in _RUN_INPUT_KEYS}
         elif raw_input is not None:
             inputs.extend(messages_from(raw_input, "user"))
         systems.extend(messages_from(_first(data, "systemMessages", "system_messages", "system"),
@@ -131,10 +149,26 @@ class ScorerRun(BaseModel):
         run_id = _first(data, "runId", "run_id")
         if run_id is not None:
             fields["run_id"] = str(run_id)
+        if original_task:
+            fields["original_task"] = original_task
         return cls(**fields)
 
 
 RunLike = ScorerRun | Mapping[str, Any]
+
+_RUN_INPUT_KEYS = frozenset({
+    "inputMessages", "input_messages", "rememberedMessages", "remembered_messages",
+    "systemMessages", "system_messages", "taggedSystemMessages", "tagged_system_messages",
+    "originalTask", "original_task"})
+
+
+def _tagged(value: Any) -> list[Message]:
+    """``taggedSystemMessages``: system messages grouped by tag (a mapping of lists)."""
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        return [m for group in value.values() for m in messages_from(group, "system")]
+    return messages_from(value, "system")
 
 
 def _first(data: Mapping[str, Any], *keys: str) -> Any:

@@ -4,6 +4,7 @@ import pytest
 
 from otel_scorers import ScorerRun
 from otel_scorers.scorers.run import Message
+from otel_scorers.testing import ScriptedJudgeServer
 
 
 def test_seed_shape_with_message_list() -> None:
@@ -85,3 +86,64 @@ def test_top_level_must_be_a_run_or_mapping(bad: object) -> None:
 def test_unreadable_messages_raise_type_error() -> None:
     with pytest.raises(TypeError):
         ScorerRun.coerce({"input": 42, "output": "x"})
+
+
+def test_remembered_messages_keep_the_question_an_answer_answers(
+        judge_server: ScriptedJudgeServer) -> None:
+    # Mastra's agent input: memory brings back the earlier turns; the user now answers "A"
+    from otel_scorers import PromptAlignmentScorer
+    from otel_scorers.judge.client import JudgeClient
+    from otel_scorers.testing import alignment_answer
+
+    run = ScorerRun.coerce({
+        "input": {
+            "rememberedMessages": [
+                {"role": "user", "content": "Help me pick a plan."},
+                {"role": "assistant", "content": "Plan A (monthly) or plan B (yearly)?"}],
+            "inputMessages": [{"role": "user", "content": {"format": 2, "parts": [
+                {"type": "text", "text": "A"}]}}],
+            "systemMessages": [{"role": "system", "content": "You sell plans."}],
+            "taggedSystemMessages": {"memory": [{"role": "system",
+                                                 "content": "The user is on the free tier."}]},
+        },
+        "output": {"role": "assistant", "text": "Monthly it is: 10 USD a month."},
+    })
+    assert run.user_prompt == "A"
+    assert [m.content for m in run.conversation] == [
+        "Help me pick a plan.", "Plan A (monthly) or plan B (yearly)?"]
+    assert run.system_prompt == "You sell plans.\n\nThe user is on the free tier."
+    judge_server.script(alignment_answer(user=(1, 1, 1, 1), system=(1, 1, 1, 1)))
+    judge = JudgeClient(judge_server.model, api_base=judge_server.url, api_key="k")
+    assert PromptAlignmentScorer(judge).run(run).error is None
+    seen = judge_server.requests[0].text
+    assert "Plan A (monthly) or plan B (yearly)?" in seen  # the question "A" answers
+    assert "The user is on the free tier." in seen
+
+
+def test_original_task_is_the_request_judged() -> None:
+    run = ScorerRun.coerce({
+        "input": {"inputMessages": [
+            {"role": "user", "content": "Write find_duplicates"},
+            {"role": "assistant", "content": "def f(): ..."},
+            {"role": "user", "content": "Your response does not meet the criteria. Revise."}],
+            "originalTask": "Write find_duplicates"},
+        "output": "def find_duplicates(items): ..."})
+    assert run.user_prompt == "Write find_duplicates"
+    assert len(run.conversation) == 3  # the attempts and the feedback, as context
+
+
+@pytest.mark.parametrize("factory", ["rubric", "alignment"])
+def test_unknown_mastra_options_are_a_clear_error(factory: str) -> None:
+    from otel_scorers import ConfigError, create_prompt_alignment_scorer_llm, create_rubric_scorer
+
+    with pytest.raises(ConfigError, match="no option 'contextMode'; accepted: ") as raised:
+        if factory == "rubric":
+            create_rubric_scorer(model="openai/x", criteria="- a",
+                                 options={"contextMode": "conversation"})
+        else:
+            create_prompt_alignment_scorer_llm(model="openai/x",
+                                               options={"contextMode": "conversation"})
+    assert "JudgeClient" not in str(raised.value)
+    scorer = create_prompt_alignment_scorer_llm(
+        model="openai/x", options={"evaluationMode": "user", "scale": 10})
+    assert (scorer.evaluation_mode, scorer.scale) == ("user", 10.0)

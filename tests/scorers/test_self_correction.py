@@ -96,3 +96,40 @@ def test_bad_arguments() -> None:
         is_task_complete([], "most")  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         self_correct(RecordingAgent("x"), "t", scorers=[], max_steps=1)
+
+
+def test_a_rubric_per_run_from_the_request_context(judge_server: ScriptedJudgeServer,
+                                                   judge: JudgeClient) -> None:
+    scorer = RubricScorer(judge)  # no criteria: the run brings its rubric, as in Mastra
+    judge_server.script(rubric_answer([True, True]))
+    result = self_correct(RecordingAgent("def find_duplicates(xs): ..."),
+                          "Write find_duplicates", scorers=[scorer],
+                          request_context={"rubric": "- All tests pass\n- The function is named "
+                                                     "find_duplicates"})
+    assert result.complete and len(result.steps) == 1
+    assert "c2: The function is named find_duplicates" in judge_server.requests[0].text
+
+
+def test_a_rubric_scorer_without_a_rubric_is_an_error_not_complete(
+        judge_server: ScriptedJudgeServer, judge: JudgeClient) -> None:
+    from otel_scorers import ScorerInputError
+
+    with pytest.raises(ScorerInputError, match="needs criteria, or a rubric in request_context"):
+        self_correct(RecordingAgent("anything"), "Do it", scorers=[RubricScorer(judge)])
+    assert judge_server.requests == []
+
+
+def test_sequential_scoring_and_a_round_timeout(judge_server: ScriptedJudgeServer,
+                                                judge: JudgeClient) -> None:
+    from otel_scorers.testing import hang
+
+    rubric = RubricScorer(judge, "- answers")
+    judge_server.script(hang(5), rubric_answer([True]))
+    result = self_correct(RecordingAgent("first", "second"), "Do it", scorers=[rubric],
+                          parallel=False, timeout=1.0, max_steps=2)
+    first, second = result.steps
+    assert not first.complete and first.results[0].error is not None
+    assert first.results[0].error.type == "timeout"
+    assert second.complete and result.complete
+    with pytest.raises(ConfigError, match="timeout"):
+        self_correct(RecordingAgent("x"), "Do it", scorers=[rubric], timeout=0)
