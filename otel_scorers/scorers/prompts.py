@@ -45,32 +45,34 @@ def rubric_task(count: int) -> str:
 
 _USER_DIMENSIONS = """\
 "userAlignment": judge the response against the USER REQUEST.
-- intentAlignment: the user's primary intent (state it in primaryIntent) and whether the \
-response addresses it (isAddressed).
-- requirementsFulfillment: each explicit requirement of the user request (at most 12), \
-whether the response fulfils it, and overallScore for how fully they are fulfilled together.
-- completeness: whether the response fully covers what the user asked; list what is missing \
-in missingElements (empty when nothing is).
-- responseAppropriateness: whether the format (formatAlignment) and tone (toneAlignment) fit \
-what the user asked for or would expect."""
+- intentAlignment: its primary intent (primaryIntent; note secondary intents in the \
+reasoning) and whether the response addresses it (isAddressed).
+- requirementsFulfillment: each requirement (at most 12), explicit (stated) or implicit \
+(plainly expected: code that runs, an answer in the user's language), whether it is \
+fulfilled; overallScore for all of them together.
+- completeness: does it cover everything asked? missingElements lists what it leaves out.
+- responseAppropriateness: do format (formatAlignment) and tone (toneAlignment) fit what \
+the user asked for or would expect?"""
 
 _SYSTEM_DIMENSIONS = """\
-"systemCompliance": judge the response against the AGENT INSTRUCTIONS (the system prompt) only.
-- intentAlignment: the instructions' main behavioural guideline (in primaryIntent) and whether \
+"systemCompliance": judge the response against the AGENT INSTRUCTIONS (system prompt) only.
+- intentAlignment: the instructions' main behavioural guideline (primaryIntent) and whether \
 the response follows it (isAddressed).
-- requirementsFulfillment: each constraint or rule of the instructions (at most 12), whether \
-the response obeys it, and overallScore for how fully they are obeyed together.
-- completeness: whether the response obeys all the rules; list rules it breaks or ignores in \
-missingElements.
-- responseAppropriateness: whether format (formatAlignment) and tone (toneAlignment) follow \
-what the instructions prescribe."""
+- requirementsFulfillment: each rule or constraint of the instructions (at most 12), obeyed \
+or not; overallScore for all of them together.
+- completeness: does it obey every rule? missingElements lists the rules broken or ignored.
+- responseAppropriateness: do format and tone follow what the instructions prescribe?"""
 
 _ALIGNMENT_HEAD = """\
-You evaluate how well an AI agent's response aligns with what it was asked to do. Score each \
-dimension from 0.0 (not at all) to 1.0 (fully) with a number, writing the reasoning before the \
-score. Be strict and concrete: a response that ignores a stated requirement cannot score above \
-0.5 on requirementsFulfillment. "overallAssessment" is two or three sentences summarising the \
-alignment and what would improve it.
+You judge how well an AI agent's response ALIGNS with what it was asked: not its general \
+quality. An excellent answer to another question is poorly aligned; a plain answer that does \
+exactly what was asked is well aligned. Score each dimension from 0.0 (not at all) to 1.0 \
+(fully), reasoning before the score. A response that ignores a stated requirement scores at \
+most 0.5 on requirementsFulfillment.
+Example: "List the benefits of TypeScript in bullet points" answered by one accurate \
+paragraph: intent 1.0 (benefits given), requirements 0.5 (benefits yes, bullet points no), \
+completeness 0.8, appropriateness 0.3 (the requested format is missing).
+"overallAssessment": two or three sentences on the alignment and what would improve it.
 """
 
 
