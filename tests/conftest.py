@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from otel_scorers import PromptAlignmentScorer, RubricScorer
 from otel_scorers.judge.client import JudgeClient
+from otel_scorers.judge.provider import load_litellm
 from otel_scorers.judge.retry import RetryPolicy
 from otel_scorers.pipeline import ScoringSpanProcessor
 from otel_scorers.testing import CapturedTelemetry, ScriptedJudgeServer
@@ -27,6 +28,9 @@ FAST_RETRY = RetryPolicy(max_retries=3, initial_backoff_s=0.01, max_backoff_s=0.
 
 @pytest.fixture(scope="session")
 def _server() -> Iterator[ScriptedJudgeServer]:
+    # litellm's first import takes seconds (more on a busy machine): done here, once, so that no
+    # test's flush or timeout deadline includes it.
+    load_litellm()
     with ScriptedJudgeServer() as server:
         yield server
 

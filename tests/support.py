@@ -10,6 +10,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -20,6 +21,20 @@ from otel_scorers.testing import CapturedTelemetry
 
 #: The in-memory telemetry of the ``telemetry`` fixture.
 Telemetry = CapturedTelemetry
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def doc(name: str) -> str:
+    """The text of a user-facing document: ``README.md`` or a page under ``docs/``."""
+    return (ROOT / name).read_text() if name == "README.md" else (ROOT / "docs" / name).read_text()
+
+
+def section(text: str, heading: str, until: str | None = None) -> str:
+    """The part of a Markdown document after ``heading`` (and before ``until``)."""
+    after = text.split(heading, 1)[1]
+    return after.split(until, 1)[0] if until else after
 
 
 def free_port() -> int:

@@ -256,10 +256,10 @@ def test_processor_assembles_from_llm_children(telemetry: Telemetry, make_proces
 
 
 def test_readme_states_the_buffer_limits_of_the_code() -> None:
-    from pathlib import Path
+    from tests.support import doc
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    row = next(line for line in readme.splitlines() if line.startswith("| trace buffer"))
+    row = next(line for line in doc("configuration.md").splitlines()
+               if line.startswith("| trace buffer"))
     buffer = TraceBuffer()
     assert (f"{buffer.max_traces} traces, {buffer.max_spans_per_trace} content spans and "
             f"{buffer.max_spans_per_trace} records per trace, "

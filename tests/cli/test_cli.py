@@ -212,3 +212,25 @@ def test_a_bad_dataset_record_is_a_one_line_error(cli: CliRunner, tmp_path: Path
     result = cli.invoke(main, ["score", "--dataset", str(path), "--criteria", "x"])
     assert result.exit_code == 2
     assert "bad.jsonl, line 2" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("which", ["http", "grpc"])
+def test_serve_on_a_port_in_use_is_one_line_and_exit_2(judge_server: ScriptedJudgeServer,
+                                                       which: str) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        ports = (["--port", str(busy), "--grpc-port", "0"] if which == "http"
+                 else ["--port", "0", "--grpc-port", str(busy)])
+        env = {**os.environ, "OTEL_SCORERS_JUDGE_MODEL": judge_server.model,
+               "OTEL_SCORERS_JUDGE_API_BASE": judge_server.url}
+        out = subprocess.run([sys.executable, "-m", "otel_scorers", "serve", "--host", "127.0.0.1",
+                              "--upstream", "http://127.0.0.1:9", *ports],
+                             capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert out.returncode == 2, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"127.0.0.1:{busy}" in lines[0], out.stderr
+    assert "Traceback" not in out.stderr

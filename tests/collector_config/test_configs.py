@@ -215,8 +215,8 @@ def test_metric_names_in_dashboards_and_rules_are_emitted() -> None:
     assert unknown == [], unknown
 
 
-def test_readme_prometheus_column_matches_the_translation() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_documented_prometheus_column_matches_the_translation() -> None:
+    readme = (ROOT / "docs" / "telemetry.md").read_text()
     emitted = prometheus_names()
     for prometheus_name, instrument in emitted.items():
         base = prometheus_name.removesuffix("_bucket").removesuffix("_sum").removesuffix(

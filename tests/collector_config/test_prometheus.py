@@ -24,7 +24,7 @@ from otel_scorers.testing import (
     garbage,
     judge_responder,
 )
-from tests.support import free_port
+from tests.support import doc, free_port, section
 
 from .test_configs import PROMETHEUS, dashboard_exprs, prometheus_names, rule_exprs
 
@@ -111,8 +111,7 @@ def substitute(expr: str) -> str:
 
 
 def test_readme_metric_names_are_in_prometheus(live: str) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    table = readme.split("### Metrics", 1)[1].split("### Configuration", 1)[0]
+    table = section(doc("telemetry.md"), "## Metrics")
     wanted = [name for name in prometheus_names() if f"`{name.split('_bucket')[0]}" in table
               or f"`{name}`" in table]
     present = {name for name in wanted

@@ -17,6 +17,7 @@ from otel_scorers.cli import main
 from otel_scorers.config import ENV_VARS, load_settings
 from otel_scorers.pipeline import ScoringSpanProcessor
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
+from tests.support import doc
 
 FILE = textwrap.dedent("""\
     judge:
@@ -124,9 +125,9 @@ def test_processor_from_file(config_file: Path, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_every_env_var_is_documented() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    reference = doc("configuration.md")
     for name in [*ENV_VARS, "OTEL_SCORERS_CONFIG"]:
-        assert f"`{name}`" in readme, name
+        assert f"`{name}`" in reference, name
 
 
 def test_check_config_cli(config_file: Path) -> None:
