@@ -17,7 +17,7 @@ PHOENIX_VENV := .venv-phoenix
 # so that its dependencies never mix with the project's.
 PHOENIX_VERSION := 20.26.1
 
-.PHONY: demo test lint bench clean prometheus
+.PHONY: demo test lint bench clean prometheus stack
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -52,7 +52,12 @@ $(PHOENIX_VENV)/.installed: Makefile
 	$(PHOENIX_VENV)/bin/python -m pip install --quiet 'arize-phoenix==$(PHOENIX_VERSION)'
 	touch $@
 
-test: $(VENV)/.installed-dev prometheus $(PHOENIX_VENV)/.installed
+# The OpenTelemetry Collector (collector-config/builder-config.yaml) and Jaeger v2, built from Go
+# modules into .stack/ for the integration tests; rebuilt only when their inputs change.
+stack:
+	@collector-config/build-stack.sh
+
+test: $(VENV)/.installed-dev prometheus stack $(PHOENIX_VENV)/.installed
 	$(PY) -m pytest
 
 lint: $(VENV)/.installed-dev
@@ -63,4 +68,4 @@ bench: $(VENV)/.installed-dev
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) $(PHOENIX_VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(PHOENIX_VENV) .stack .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -7,8 +7,6 @@
   export to memory, to read back evaluation spans, events and metrics.
 - :mod:`~otel_scorers.testing.pytest_plugin`: the ``scripted_judge`` and ``captured_telemetry``
   fixtures.
-- :mod:`~otel_scorers.testing.trace_router`: :class:`TraceIdRouter`, a stand-in for the
-  Collector's load-balancing exporter in local trials.
 """
 
 from otel_scorers.testing.answers import (
@@ -24,7 +22,6 @@ from otel_scorers.testing.answers import (
 )
 from otel_scorers.testing.judge_server import SCRIPTED_MODEL, ScriptedJudgeServer
 from otel_scorers.testing.telemetry import CapturedTelemetry
-from otel_scorers.testing.trace_router import TraceIdRouter
 
 __all__ = [
     "SCRIPTED_MODEL",
@@ -32,7 +29,6 @@ __all__ = [
     "CapturedTelemetry",
     "RecordedRequest",
     "ScriptedJudgeServer",
-    "TraceIdRouter",
     "alignment_answer",
     "fault",
     "garbage",

@@ -1,9 +1,12 @@
 """An application for the Prometheus integration test, run in its own process:
 
-    python metrics_app.py JUDGE_URL METRICS_PORT
+    python metrics_app.py JUDGE_URL prometheus METRICS_PORT
+    python metrics_app.py JUDGE_URL otlp COLLECTOR_HTTP_URL
 
 It scores agent runs live (rubric and prompt alignment) against the scripted judge at
-JUDGE_URL, exposes its metrics with the OTel Prometheus exporter on 127.0.0.1:METRICS_PORT, prints
+JUDGE_URL and either exposes its metrics with the OTel Prometheus exporter on
+127.0.0.1:METRICS_PORT, or sends them over OTLP/HTTP to a Collector every half second (whose
+Prometheus exporter is scraped instead), with service.name ``support-app``. It prints
 ``ready`` once every run has ended in a decision, and keeps serving until killed. Some runs are
 built to fail (the judge answers garbage for them) and a burst overflows a tiny queue, so error
 and drop series exist too.
@@ -18,10 +21,10 @@ import threading
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from prometheus_client import start_http_server
 
 from otel_scorers import PromptAlignmentScorer, RubricScorer
 from otel_scorers.judge.client import JudgeClient
@@ -40,10 +43,24 @@ def attributes(agent: str, prompt: str, answer: str) -> dict[str, str]:
     }
 
 
+def reader(mode: str, where: str) -> MetricReader:
+    if mode == "prometheus":
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from prometheus_client import start_http_server
+
+        start_http_server(int(where), addr="127.0.0.1")
+        return PrometheusMetricReader()
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+    return PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=f"{where}/v1/metrics"),
+                                         export_interval_millis=500)
+
+
 def main() -> None:
-    judge_url, port = sys.argv[1], int(sys.argv[2])
-    start_http_server(port, addr="127.0.0.1")
-    meter_provider = MeterProvider(metric_readers=[PrometheusMetricReader()])
+    judge_url, mode, where = sys.argv[1:4]
+    meter_provider = MeterProvider(metric_readers=[reader(mode, where)],
+                                   resource=Resource.create({"service.name": "support-app"}))
     judge = JudgeClient("openai/gpt-4o-mini", api_base=judge_url, api_key="k",
                         retry=RetryPolicy(max_retries=0), timeout_s=10)
     tracer_provider = TracerProvider()

@@ -4,9 +4,9 @@ runs against it without error, returning data where the application produced som
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -24,9 +24,10 @@ from otel_scorers.testing import (
     garbage,
     judge_responder,
 )
+from tests.binaries import collector, eventually, prometheus
 from tests.support import doc, free_port, section
 
-from .test_configs import PROMETHEUS, dashboard_exprs, prometheus_names, rule_exprs
+from .test_configs import dashboard_exprs, prometheus_names, rule_exprs
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -57,49 +58,40 @@ def query(base: str, expr: str) -> dict[str, Any]:
     return data
 
 
-@pytest.fixture(scope="module")
-def live() -> Iterator[str]:
-    """Scripted judge, the application, and Prometheus scraping it every second."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.fail("prometheus is missing: `make test` installs it (apt-get install prometheus)")
-    with ScriptedJudgeServer(responder()) as judge:
-        app_port, prom_port = free_port(), free_port()
-        app = subprocess.Popen([sys.executable, str(HERE / "metrics_app.py"), judge.url,
-                                str(app_port)], stdout=subprocess.PIPE, text=True)
-        work = Path(f"/tmp/otel-scorers-prometheus-{prom_port}")
-        work.mkdir(parents=True, exist_ok=True)
-        config = work / "prometheus.yml"
-        config.write_text(json.dumps({
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(PROMETHEUS / "otel-scorers.rules.yml")],
-            "scrape_configs": [{"job_name": "support-app",
-                                "static_configs": [{"targets": [f"127.0.0.1:{app_port}"]}]}],
-        }))
-        prometheus = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={work / 'data'}",
-             f"--web.listen-address=127.0.0.1:{prom_port}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        base = f"http://127.0.0.1:{prom_port}"
-        try:
-            assert app.stdout is not None
-            assert app.stdout.readline().strip() == "ready", "the application did not finish"
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                try:
-                    if query(base, "otel_scorers_decisions_total")["data"]["result"]:
-                        break
-                except OSError:
-                    pass
-                time.sleep(0.5)
-            time.sleep(4)  # a few more scrapes and rule evaluations (rates need two samples)
-            yield base
-        finally:
-            prometheus.terminate()
-            app.terminate()
-            prometheus.wait(30)
-            app.wait(30)
-            shutil.rmtree(work, ignore_errors=True)
+@pytest.fixture(scope="module", params=["python-exporter", "collector"])
+def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+         ) -> Iterator[str]:
+    """Scripted judge, the application, and Prometheus scraping every second either the
+    application's own Prometheus exporter or the Collector (otelcol.yaml) the application sends
+    OTLP to, the way the shipped prometheus.yml does (honor_labels)."""
+    work = tmp_path_factory.mktemp(request.param)
+    with contextlib.ExitStack() as stack:
+        judge = stack.enter_context(ScriptedJudgeServer(responder()))
+        if request.param == "collector":
+            main = stack.enter_context(collector(
+                "otelcol.yaml", work, JAEGER_OTLP_ENDPOINT=f"127.0.0.1:{free_port()}"))
+            args, target = ["otlp", main.addresses["http"]], main.addresses["prometheus"]
+            job = "otel-collector"  # as in the shipped prometheus.yml
+        else:
+            app_port = free_port()
+            args, target = ["prometheus", str(app_port)], f"127.0.0.1:{app_port}"
+            job = "support-app"
+        app = subprocess.Popen([sys.executable, str(HERE / "metrics_app.py"), judge.url, *args],
+                               stdout=subprocess.PIPE, text=True)
+        stack.callback(stop, app)
+        base = stack.enter_context(prometheus(work, {job: target},
+                                              honor_labels=request.param == "collector"))
+        assert app.stdout is not None
+        assert app.stdout.readline().strip() == "ready", "the application did not finish"
+        eventually(lambda: query(base, "otel_scorers_decisions_total")["data"]["result"],
+                   what="the first scrape with data")
+        time.sleep(4)  # a few more scrapes and rule evaluations (rates need two samples)
+        yield base
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    process.terminate()
+    process.wait(30)
 
 
 def substitute(expr: str) -> str:
@@ -159,3 +151,10 @@ def test_every_rule_expression_runs_and_recordings_have_data(live: str) -> None:
     assert len(rules) == len(rule_exprs())
     assert all(rule["health"] == "ok" for rule in rules), [
         (rule["name"], rule.get("lastError")) for rule in rules if rule["health"] != "ok"]
+
+
+def test_the_service_variable_finds_the_application(live: str) -> None:
+    """The dashboard's ``service`` variable is the ``job`` label: the scrape job's name on the
+    direct path, the application's service.name through the Collector (honor_labels)."""
+    result = query(live, "count by (job) (otel_scorers_decisions_total)")["data"]["result"]
+    assert {r["metric"]["job"] for r in result} == {"support-app"}

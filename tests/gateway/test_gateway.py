@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_scorers.testing import ScriptedJudgeServer, TraceIdRouter, judge_responder
+from otel_scorers.testing import ScriptedJudgeServer, judge_responder
 from tests.support import Upstream, free_port, genai_attributes, wait_until_up
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -252,29 +252,6 @@ async def test_unreachable_upstream_is_retryable_and_nothing_is_scored(
         state = health(url)
     assert status == 503 and headers.get("Retry-After")
     assert state["requests"] == {"upstream_unavailable": 1}
-
-
-async def test_two_replicas_routed_by_trace_id(judge_server: ScriptedJudgeServer,
-                                               tmp_path: Path) -> None:
-    judge_server.responder = judge_responder(satisfied=True)
-    config = _config(tmp_path, judge_server)
-    async with Upstream() as upstream:
-        with gateway(config, upstream.url) as first, gateway(config, upstream.url) as second, \
-                TraceIdRouter([first, second]) as router:
-            runs = 16
-            app_spans = await asyncio.to_thread(run_app, router.url, runs)
-            await upstream.wait_for(lambda spans: sum(
-                s.name.startswith(EVALUATION) for s in spans) >= 2 * runs)
-            states = [health(first), health(second)]
-    evaluations = [s for s in upstream.spans if s.name.startswith(EVALUATION)]
-    assert len(evaluations) == 2 * runs  # every run scored once, none twice
-    scored = [state["decisions"]["rubric"].get("scored", 0) for state in states]
-    assert sum(scored) == runs and all(scored), scored
-    filtered = [state["decisions"]["rubric"].get("filtered", 0) for state in states]
-    assert filtered == [0, 0]  # nested runs were assembled: their traces stayed together
-    assert {s.span_id for s in upstream.spans} >= {
-        s.context.span_id.to_bytes(8, "big") for s in app_spans}
-    assert all(router.routed)
 
 
 def test_upstream_headers_go_with_forwarded_traces_and_telemetry(
