@@ -1,15 +1,15 @@
 """The ``otel-scorers`` command line: thin commands that parse, call the library and print.
 
 One module per command family (:mod:`.score`, :mod:`.live` for ``demo`` and ``check-config``,
-:mod:`.rescore`, :mod:`.serve`). User mistakes are ``click.ClickException`` (one line, no
-traceback). ``score`` exits 0 when the run was scored and 1 when it could not be;
-``--fail-under`` turns a low score into exit code 2 for CI checks.
+:mod:`.rescore`, :mod:`.serve`, :mod:`.calibrate`). Exit codes: 0 done; 1 a failed judgement or
+a result below ``--fail-under``; 2 a usage or configuration error (one line, no traceback).
 """
 
 from __future__ import annotations
 
 import click
 
+from otel_scorers.cli.calibrate import calibrate
 from otel_scorers.cli.live import check_config, demo
 from otel_scorers.cli.rescore import rescore
 from otel_scorers.cli.score import score
@@ -24,5 +24,5 @@ def main() -> None:
     """Judge AI-agent runs with rubric and prompt-alignment scorers."""
 
 
-for _command in (score, demo, check_config, rescore, serve):
+for _command in (score, demo, check_config, rescore, serve, calibrate):
     main.add_command(_command)

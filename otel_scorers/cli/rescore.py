@@ -55,11 +55,15 @@ def processor_for(config_file: str | None, telemetry: Any, **overrides: Any) -> 
               default="http://127.0.0.1:4318", show_default=True,
               help="Where --emit sends. [env OTEL_EXPORTER_OTLP_ENDPOINT]")
 @click.option("--restart", is_flag=True, help="Overwrite --output instead of resuming it.")
+@click.option("--include-run", is_flag=True,
+              help="Write each judged run (input, system, context, output) on its line: the "
+                   "conversation itself, so off by default. Add a 'corrected' column and pass "
+                   "the file to `otel-scorers calibrate --cases`.")
 @click.option("--progress/--no-progress", default=None,
               help="Show a progress bar (default: when stderr is a terminal).")
 def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
             concurrency: int | None, limit: int | None, dry_run: bool, emit: bool,
-            otlp_endpoint: str, restart: bool, progress: bool | None) -> None:
+            otlp_endpoint: str, restart: bool, include_run: bool, progress: bool | None) -> None:
     """Score agent runs in exported OTLP trace files (JSON lines or protobuf, .gz too).
 
     Selection, capture and scorers are configured as for live scoring. Results are JSON lines,
@@ -74,7 +78,8 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
     telemetry = Telemetry(otlp_endpoint, service_name="otel-scorers-rescore") if (
         emit and not dry_run) else None
     processor = processor_for(config_file, telemetry)
-    rescorer = Rescorer(processor, concurrency=concurrency or processor.settings.concurrency)
+    rescorer = Rescorer(processor, concurrency=concurrency or processor.settings.concurrency,
+                        include_run=include_run)
     out_path = Path(output) if output else None
     done = done_pairs(out_path) if out_path is not None and not restart else set()
     try:

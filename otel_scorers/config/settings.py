@@ -75,6 +75,10 @@ class ScorerSettings(_Strict):
     evaluation_mode: Literal["user", "system", "both"] = "both"
     pass_threshold: float | None = Field(default=None, ge=0, le=1)
     sampling: SamplingSettings | None = None
+    #: A JSON-lines file of labelled cases of this scorer's kind, shown to the judge as
+    #: few-shot examples (``otel-scorers calibrate --examples`` measures their effect).
+    examples: str | None = None
+    examples_max_tokens: int = Field(default=1500, gt=0)
 
 
 class SelectionSettings(_Strict):

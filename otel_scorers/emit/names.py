@@ -95,6 +95,12 @@ METRIC_OVERFLOW: Final = "otel_scorers.metric.overflow"  # counter, values folde
 METRIC_GATEWAY_REQUESTS: Final = "otel_scorers.gateway.requests"  # counter, by outcome
 METRIC_GATEWAY_SPANS: Final = "otel_scorers.gateway.spans"        # counter, spans forwarded
 METRIC_GATEWAY_FORWARD_DURATION: Final = "otel_scorers.gateway.forward.duration"  # histogram, s
+# `otel-scorers calibrate --emit`: one value per run (gauges)
+METRIC_CALIBRATION_AGREEMENT: Final = "otel_scorers.calibration.verdict_agreement"
+METRIC_CALIBRATION_KAPPA: Final = "otel_scorers.calibration.kappa"
+METRIC_CALIBRATION_MAE: Final = "otel_scorers.calibration.alignment_mae"
+METRIC_CALIBRATION_BAND_HITS: Final = "otel_scorers.calibration.band_hit_rate"
+METRIC_CALIBRATION_ERRORS: Final = "otel_scorers.calibration.errors"
 
 # Metric attribute keys (all low-cardinality: never text or ids of runs).
 M_SCORER: Final = "scorer"
@@ -113,6 +119,7 @@ M_ERROR_TYPE: Final = "error_type"
 M_OUTCOME: Final = "outcome"
 M_SIGNAL: Final = "signal"
 M_TOKEN_TYPE: Final = "token_type"
+M_CASES: Final = "cases"
 
 SCORE_BUCKETS: Final = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 JUDGE_DURATION_BUCKETS: Final = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 80.0)

@@ -80,6 +80,9 @@ class JudgeRequest(Generic[T]):
     fields: Sequence[tuple[str, str]]
     answer_model: type[T]
     task: str = ""
+    #: A scorer's few-shot block, already fenced (``scorers.examples``): appended to the system
+    #: prompt, identical from call to call.
+    examples: str = ""
 
 
 @dataclass(frozen=True)
@@ -237,6 +240,8 @@ class JudgeClient:
         texts = [self._prepare(text) for _, text in request.fields]
         fence = Fence(texts)
         system = f"{request.instructions.strip()}\n\n{FENCE_RULES}"
+        if request.examples:
+            system += f"\n\n{request.examples}"
         if mode in ("json_object", "prompt"):
             schema = json.dumps(answer_schema(request.answer_model), separators=(",", ":"))
             system += ("\n\nAnswer with one JSON object and nothing else. It must match this "

@@ -208,11 +208,14 @@ def scorers_from(settings: Settings) -> list[ScorerSpec]:
         scorer: Scorer
         if item.type == "rubric":
             scorer = RubricScorer(judge, _plain_rubric(item.criteria), scale=item.scale,
-                                  name=item.name or "rubric")
+                                  name=item.name or "rubric", examples=item.examples,
+                                  examples_max_tokens=item.examples_max_tokens)
         else:
             scorer = PromptAlignmentScorer(judge, scale=item.scale,
                                            evaluation_mode=item.evaluation_mode,
                                            pass_threshold=item.pass_threshold,
-                                           name=item.name or "prompt_alignment")
+                                           name=item.name or "prompt_alignment",
+                                           examples=item.examples,
+                                           examples_max_tokens=item.examples_max_tokens)
         specs.append(ScorerSpec(scorer, sampling_from(item.sampling) if item.sampling else None))
     return specs

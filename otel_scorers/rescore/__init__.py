@@ -60,8 +60,11 @@ class Rescorer:
     """Judges the selected runs of OTLP files with a processor's scorers."""
 
     def __init__(self, processor: ScoringSpanProcessor, *, concurrency: int = 8,
-                 window: int = 8) -> None:
+                 window: int = 8, include_run: bool = False) -> None:
         self.processor = processor
+        #: Write the judged run (input, system, context, output) on each line: content, off
+        #: by default; ``calibrate`` turns such lines plus a ``corrected`` column into cases.
+        self.include_run = include_run
         self.concurrency = max(1, concurrency)
         self.window = window
         self.names = [str(getattr(s, "name", "")) for s in processor.scorers]
@@ -130,11 +133,15 @@ class Rescorer:
                 agent = self.processor.agent_of(ref.span)
                 if not results:
                     plan.outcome["not_captured"] += 1
+                run = None
+                if results and self.include_run:
+                    run = self.processor.capture(ref.span, descendants=ref.descendants,
+                                                 nested=ref.nested).run
                 for result in results:
                     kind = ("error" if result.error is not None
                             else "skipped" if result.skipped else "scored")
                     plan.outcome[kind] += 1
-                    on_result(result_line(ref, result, agent))
+                    on_result(result_line(ref, result, agent, run))
                 if progress is not None:
                     progress(1)
             finally:

@@ -8,15 +8,24 @@ from typing import IO, Any
 
 from otel_scorers.rescore.runs import RunRef
 from otel_scorers.scorers.result import ScoreResult
+from otel_scorers.scorers.run import ScorerRun
 
 __all__ = ["done_pairs", "ends_torn", "result_line", "write_line"]
 
 
-def result_line(ref: RunRef, result: ScoreResult, agent: str | None) -> dict[str, Any]:
+def result_line(ref: RunRef, result: ScoreResult, agent: str | None,
+                run: ScorerRun | None = None) -> dict[str, Any]:
     """One JSON-lines record: the evaluated span's identity, then the result's ``to_dict``
-    (a skipped evaluation with ``score: null``, ``label: "skipped"``)."""
-    return {"trace_id": ref.trace_id, "span_id": ref.span_id, "span_name": ref.span.name,
+    (a skipped evaluation with ``score: null``, ``label: "skipped"``), and with ``run`` the
+    judged run in the labelled-case shape (``input``, ``system``, ``context``, ``output``)."""
+    line = {"trace_id": ref.trace_id, "span_id": ref.span_id, "span_name": ref.span.name,
             "agent": agent, **result.reported().to_dict()}
+    if run is not None:
+        line["run"] = {"input": run.user_prompt or "", "system": run.system_prompt or "",
+                       "context": [{"role": m.role, "content": m.content}
+                                   for m in run.conversation],
+                       "output": run.response}
+    return line
 
 
 def done_pairs(path: Path) -> set[tuple[str, str, str]]:

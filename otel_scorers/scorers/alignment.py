@@ -173,7 +173,8 @@ class PromptAlignmentScorer(LLMScorer):
 
     def __init__(self, model: str | JudgeClient | None = None, *, scale: float = 1.0,
                  evaluation_mode: EvaluationMode = "both", pass_threshold: float | None = None,
-                 name: str = "prompt_alignment", **judge_options: Any) -> None:
+                 name: str = "prompt_alignment", examples: Any = None,
+                 examples_max_tokens: int = 1500, **judge_options: Any) -> None:
         super().__init__(model, name=name, scale=scale, judge_options=judge_options)
         if evaluation_mode not in get_args(EvaluationMode):
             raise ConfigError(
@@ -183,6 +184,7 @@ class PromptAlignmentScorer(LLMScorer):
             raise ConfigError("pass_threshold is a fraction of the scale, between 0 and 1")
         self.evaluation_mode: EvaluationMode = evaluation_mode
         self.pass_threshold = pass_threshold
+        self.set_examples(examples, kind="prompt_alignment", max_tokens=examples_max_tokens)
 
     def mode_for(self, run: ScorerRun) -> str:
         """The mode actually used: ``both`` without a system prompt falls back to ``user``."""
@@ -207,7 +209,7 @@ class PromptAlignmentScorer(LLMScorer):
         mode = self.mode_for(run)
         system = run.system_prompt if mode != "user" else None
         return digest("alignment", self.judge.fingerprint, self.scale, mode, system,
-                      run.conversation, run.user_prompt, run.response)
+                      run.conversation, run.user_prompt, run.response, self.examples_digest)
 
     async def score(self, run: ScorerRun) -> ScoreResult:
         mode = self.check(run)
@@ -216,6 +218,7 @@ class PromptAlignmentScorer(LLMScorer):
             fields=prompts.alignment_fields(run, mode),
             answer_model=_ANSWERS[mode],
             task=prompts.alignment_task(mode),
+            examples=self.examples_text,
         ))
         answer: Any = judgement.value
         user: AlignmentDimensions | None = getattr(answer, "user_alignment", None)

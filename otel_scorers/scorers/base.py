@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 from otel_scorers.background_loop import run_sync
 from otel_scorers.errors import ConfigError, JudgeError, ScorerInputError
 from otel_scorers.judge.client import JudgeClient
+from otel_scorers.scorers.examples import FewShot
 from otel_scorers.scorers.result import ScoreError, ScoreResult
 from otel_scorers.scorers.run import RunLike, ScorerRun
 
@@ -137,6 +138,20 @@ class LLMScorer(BaseScorer):
         else:
             check_options(judge_options, JUDGE_OPTIONS, f"the {name} scorer")
             self.judge = JudgeClient(model, **judge_options)
+        #: Few-shot examples (:mod:`otel_scorers.scorers.examples`), set by the subclasses.
+        self.examples: FewShot | None = None
+
+    def set_examples(self, examples: Any, *, kind: str, max_tokens: int) -> None:
+        self.examples = FewShot.build(examples, kind=kind, max_tokens=max_tokens,
+                                      redactor=self.judge.redactor)
+
+    @property
+    def examples_text(self) -> str:
+        return self.examples.text if self.examples else ""
+
+    @property
+    def examples_digest(self) -> str:
+        return self.examples.digest if self.examples else ""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, judge={self.judge!r})"

@@ -185,8 +185,10 @@ class RubricScorer(LLMScorer):
     """LLM-as-judge rubric scorer: ``scale`` when every required criterion holds, else 0."""
 
     def __init__(self, model: str | JudgeClient | None = None, criteria: RubricLike | None = None,
-                 *, scale: float = 1.0, name: str = "rubric", **judge_options: Any) -> None:
+                 *, scale: float = 1.0, name: str = "rubric", examples: Any = None,
+                 examples_max_tokens: int = 1500, **judge_options: Any) -> None:
         super().__init__(model, name=name, scale=scale, judge_options=judge_options)
+        self.set_examples(examples, kind="rubric", max_tokens=examples_max_tokens)
         self.criteria = parse_rubric(criteria)
         if len(self.criteria) > MAX_CRITERIA:
             raise ConfigError(f"a rubric holds at most {MAX_CRITERIA} criteria")
@@ -215,7 +217,8 @@ class RubricScorer(LLMScorer):
     def cache_key(self, run: ScorerRun) -> str | None:
         criteria, _ = self.resolve(run)
         return digest("rubric", self.judge.fingerprint, self.scale, criteria,
-                      run.system_prompt, run.conversation, run.user_prompt, run.response)
+                      run.system_prompt, run.conversation, run.user_prompt, run.response,
+                      self.examples_digest)
 
     async def score(self, run: ScorerRun) -> ScoreResult:
         criteria, source = self.resolve(run)
@@ -240,6 +243,7 @@ class RubricScorer(LLMScorer):
             fields=prompts.rubric_fields(criteria, run),
             answer_model=model,
             task=prompts.rubric_task(len(criteria)),
+            examples=self.examples_text,
         ))
         answer: Any = judgement.value
         verdicts = tuple(

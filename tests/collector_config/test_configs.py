@@ -46,6 +46,8 @@ def prometheus_names() -> dict[str, str]:
         names.METRIC_JUDGE_DURATION: ("histogram", "_seconds"),
         names.METRIC_GATEWAY_FORWARD_DURATION: ("histogram", "_seconds"),
         names.METRIC_QUEUE_DEPTH: ("gauge", ""), names.METRIC_HELD_SPANS: ("gauge", ""),
+        **{value: ("gauge", "") for key, value in vars(names).items()
+           if key.startswith("METRIC_CALIBRATION_")},
     }
     out: dict[str, str] = {}
     for key, value in vars(names).items():

@@ -1,0 +1,92 @@
+"""Labelled cases judged by the scorers, concurrently, and the report built from them.
+
+Each case is judged by a scorer of its kind built for it: a rubric scorer with the case's
+criteria, a prompt-alignment scorer in the case's mode, all sharing one judge client (its
+options: model, base URL, key, timeouts, redaction). With few-shot ``examples`` the scorers
+show them to the judge; :func:`compare` runs the cases without and with them, leaving out the
+cases that are themselves examples (held apart), so the gain is measured on cases the judge
+has not been shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from otel_scorers import background_loop
+from otel_scorers.calibration.metrics import Outcome, summarize
+from otel_scorers.judge.client import JudgeClient
+from otel_scorers.scorers.alignment import PromptAlignmentScorer
+from otel_scorers.scorers.base import LLMScorer
+from otel_scorers.scorers.cases import LabelledCase
+from otel_scorers.scorers.examples import FewShot
+from otel_scorers.scorers.rubric import RubricScorer
+
+__all__ = ["calibrate", "compare", "held_apart", "judge_cases"]
+
+
+def _scorer(case: LabelledCase, judge: JudgeClient, examples: FewShot | None) -> LLMScorer:
+    if case.scorer == "rubric":
+        return RubricScorer(judge, case.criteria(), examples=examples)
+    return PromptAlignmentScorer(judge, evaluation_mode=case.options.evaluation_mode or "both",
+                                 examples=examples)
+
+
+def judge_cases(cases: Sequence[LabelledCase], judge: JudgeClient, *, concurrency: int = 8,
+                examples: Mapping[str, FewShot] | None = None,
+                advance: Callable[[], None] | None = None) -> list[Outcome]:
+    """Every case judged (``concurrency`` calls at a time), in the order given."""
+    examples = examples or {}
+
+    async def everything() -> list[Outcome]:
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(case: LabelledCase) -> Outcome:
+            async with gate:
+                result = await _scorer(case, judge, examples.get(case.scorer)).arun(
+                    case.scorer_run())
+            if advance is not None:
+                advance()
+            return Outcome.of(case, result)
+
+        return list(await asyncio.gather(*(one(case) for case in cases)))
+
+    return background_loop.run_sync(everything())
+
+
+def calibrate(cases: Sequence[LabelledCase], judge: JudgeClient, *, concurrency: int = 8,
+              examples: Mapping[str, FewShot] | None = None,
+              advance: Callable[[], None] | None = None) -> dict[str, Any]:
+    """The report for ``cases`` (see :func:`otel_scorers.calibration.metrics.summarize`)."""
+    outcomes = judge_cases(cases, judge, concurrency=concurrency, examples=examples,
+                           advance=advance)
+    report = summarize(outcomes)
+    report["model"] = judge.model
+    if examples:
+        report["examples"] = {kind: {"used": list(shot.ids), "dropped": shot.dropped}
+                              for kind, shot in examples.items()}
+    return report
+
+
+def held_apart(cases: Sequence[LabelledCase],
+               examples: Mapping[str, FewShot]) -> list[LabelledCase]:
+    """The cases that are not themselves examples (by id)."""
+    shown = {ident for shot in examples.values() for ident in shot.ids}
+    return [case for case in cases if case.id not in shown]
+
+
+def compare(cases: Sequence[LabelledCase], judge: JudgeClient,
+            examples: Mapping[str, FewShot], *, concurrency: int = 8,
+            advance: Callable[[], None] | None = None) -> dict[str, Any]:
+    """The report with the examples (``after``), beside the one without (``before``), both on
+    the held-apart cases; the top-level figures are ``after``'s."""
+    test = held_apart(cases, examples)
+    before = calibrate(test, judge, concurrency=concurrency, advance=advance)
+    after = calibrate(test, judge, concurrency=concurrency, examples=examples, advance=advance)
+    delta = {key: None if before[key] is None or after[key] is None
+             else round(after[key] - before[key], 4)
+             for key in ("verdict_agreement", "kappa", "alignment_mae", "band_hit_rate")}
+    return {**after, "compare": {"held_apart": len(cases) - len(test), "before": before,
+                                 "after": {k: v for k, v in after.items() if k != "results"},
+                                 "delta": delta}}

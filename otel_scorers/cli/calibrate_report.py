@@ -1,0 +1,115 @@
+"""The ``calibrate`` report as tables: headline, confusion, domains, criteria, worst cases."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["print_report"]
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def print_report(report: dict[str, Any], console: Any) -> None:
+    from rich.table import Table
+
+    head = Table(title=f"judge {report.get('model')}: {report['cases']} cases")
+    head.add_column("measure")
+    head.add_column("value", justify="right")
+    rows = [
+        ("verdict agreement", f"{_pct(report['verdict_agreement'])} of {report['verdicts']} "
+                              "criterion verdicts"),
+        ("Cohen's kappa", _num(report["kappa"])),
+        ("pass/fail agreement", _pct(report["pass_agreement"])),
+        ("alignment MAE (0..1)", f"{_num(report['alignment_mae'])} over "
+                                 f"{report['alignment_cases']} cases"),
+        ("alignment band hit rate", _pct(report["band_hit_rate"])),
+        ("dimension band hit rate", _pct(report["dimension_band_hit_rate"])),
+        ("errors", f"{report['errors']}" + _types(report["error_types"])),
+        ("judge calls", str(report["calls"])),
+        ("tokens in / out", f"{report['tokens']['prompt']} / {report['tokens']['completion']}"),
+        ("cost", "unknown (unpriced model)" if report["cost_usd"] is None
+         else f"${report['cost_usd']:.4f}"),
+        ("latency p50 / p95", f"{_num(report['latency_s']['p50'], 2)} s / "
+                              f"{_num(report['latency_s']['p95'], 2)} s"),
+    ]
+    if report.get("held_apart"):
+        rows.append(("held apart (examples)", str(report["held_apart"])))
+    for row in rows:
+        head.add_row(*row)
+    console.print(head)
+
+    confusion = report["confusion"]
+    if confusion["agreement"] is not None:
+        table = Table(title="criterion verdicts: labelled (rows) vs judged (columns)")
+        for column in ("", "judged satisfied", "judged not satisfied"):
+            table.add_column(column, justify="right")
+        table.add_row("labelled satisfied", str(confusion["tp"]), str(confusion["fn"]))
+        table.add_row("labelled not satisfied", str(confusion["fp"]), str(confusion["tn"]))
+        console.print(table)
+
+    domains = Table(title="by domain")
+    for column in ("domain", "cases", "errors", "verdict agreement", "kappa", "alignment MAE",
+                   "band hits"):
+        domains.add_column(column, justify="right" if column != "domain" else "left")
+    for name, figures in report["domains"].items():
+        domains.add_row(name, str(figures["cases"]), str(figures["errors"]),
+                        _pct(figures["verdict_agreement"]), _num(figures["kappa"]),
+                        _num(figures["alignment_mae"]), _pct(figures["band_hit_rate"]))
+    console.print(domains)
+
+    repeated = {k: v for k, v in report["per_criterion"].items()
+                if v["tp"] + v["fn"] + v["fp"] + v["tn"] > 1}
+    if repeated:
+        criteria = Table(title="criteria judged more than once")
+        for column in ("criterion", "tp", "fn", "fp", "tn", "agreement"):
+            criteria.add_column(column, justify="right" if column != "criterion" else "left")
+        ranked = sorted(repeated.items(), key=lambda item: item[1]["agreement"] or 0)[:15]
+        for ident, c in ranked:
+            criteria.add_row(ident, str(c["tp"]), str(c["fn"]), str(c["fp"]), str(c["tn"]),
+                             _pct(c["agreement"]))
+        console.print(criteria)
+
+    if report["worst"]:
+        worst = Table(title="worst cases", show_lines=True)
+        for column in ("case", "labelled", "judged", "judge's reason", "label rationale"):
+            worst.add_column(column, overflow="fold")
+        for line in report["worst"]:
+            if "error" in line:
+                judged = f"error: {line['error']['type']}"
+                labelled = "-"
+            elif line["scorer"] == "rubric":
+                labelled = f"{line['expected_label']} {_marks(line['expected'])}"
+                judged = f"{line['label']} {_marks(line['judged'])}"
+            else:
+                labelled = f"{line['expected']:.2f} ({line['expected_band']})"
+                judged = "-" if line["judged"] is None else f"{line['judged']:.2f} ({line['band']})"
+            worst.add_row(f"{line['id']}\n{line['domain']}", labelled, judged,
+                          line["reason"][:240], line["rationale"])
+        console.print(worst)
+
+    compare = report.get("compare")
+    if compare:
+        table = Table(title=f"few-shot examples: before / after ({compare['held_apart']} cases "
+                            "held apart)")
+        for column in ("measure", "without", "with", "change"):
+            table.add_column(column, justify="right" if column != "measure" else "left")
+        for key in ("verdict_agreement", "kappa", "alignment_mae", "band_hit_rate"):
+            table.add_row(key.replace("_", " "), _num(compare["before"][key]),
+                          _num(compare["after"][key]), _num(compare["delta"][key]))
+        console.print(table)
+
+
+def _types(error_types: dict[str, int]) -> str:
+    if not error_types:
+        return ""
+    return " (" + ", ".join(f"{kind} {count}" for kind, count in error_types.items()) + ")"
+
+
+def _marks(verdicts: list[bool]) -> str:
+    return "".join("✓" if v else "✗" for v in verdicts)

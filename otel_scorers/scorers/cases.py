@@ -1,0 +1,256 @@
+"""Labelled cases: a run and what a correct judgement of it is (schema version 1).
+
+One JSON object per line; the bundled golden set and a user's own cases share the format, and
+so do the few-shot examples a scorer can be given (:mod:`otel_scorers.scorers.examples`)::
+
+    {"schema": 1, "id": "rubric-support-003", "domain": "support", "scorer": "rubric",
+     "run": {"input": "...", "system": "...", "context": [{"role": "user", "content": "..."}],
+             "output": "..."},
+     "options": {"criteria": [{"description": "...", "required": true}]},
+     "expected": {"verdicts": [true, false], "label": "fail"},
+     "rationale": "one line: why these are the right labels"}
+
+A rubric case expects one verdict per criterion, in order, and the run's label (``pass`` exactly
+when every gating criterion holds: the required ones, or all when none is required). A
+prompt-alignment case gives ``options.evaluation_mode`` and expects the normalized score (0..1),
+its band (``low`` < 0.4 <= ``mid`` < 0.8 <= ``high``) and a band per dimension
+(``intent``, ``requirements``, ``completeness``, ``appropriateness``) for the sides its mode
+judges (``user``, ``system``). :func:`check_case` holds the labels to the scorer's own formula:
+the expected score must be reachable from the dimension bands with the seed's weights.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from otel_scorers.errors import ConfigError
+from otel_scorers.scorers.alignment import BOTH_SPLIT, MODE_WEIGHTS
+from otel_scorers.scorers.rubric import Criterion
+from otel_scorers.scorers.run import Message, ScorerRun
+
+__all__ = [
+    "BANDS",
+    "SCHEMA_VERSION",
+    "LabelledCase",
+    "band_of",
+    "case_from_record",
+    "check_case",
+    "load_cases",
+    "parse_cases",
+]
+
+SCHEMA_VERSION = 1
+Band = Literal["low", "mid", "high"]
+#: Band -> the closed interval of normalized scores it stands for (``mid`` is [0.4, 0.8)).
+BANDS: Mapping[str, tuple[float, float]] = {"low": (0.0, 0.4), "mid": (0.4, 0.8),
+                                            "high": (0.8, 1.0)}
+DIMENSIONS = ("intent", "requirements", "completeness", "appropriateness")
+
+
+def band_of(normalized: float) -> str:
+    """The band of a score divided by its scale."""
+    return "low" if normalized < 0.4 else "mid" if normalized < 0.8 else "high"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CaseMessage(_Model):
+    role: Literal["user", "assistant", "system", "tool"]
+    content: str
+
+
+class CaseRun(_Model):
+    input: str = ""
+    system: str = ""
+    context: tuple[CaseMessage, ...] = ()
+    output: str = Field(min_length=1)
+
+
+class CaseCriterion(_Model):
+    description: str = Field(min_length=1)
+    required: bool = True
+    id: str | None = None
+
+
+class CaseOptions(_Model):
+    criteria: tuple[CaseCriterion, ...] = ()
+    evaluation_mode: Literal["user", "system", "both"] | None = None
+
+
+class DimensionBands(_Model):
+    intent: Band
+    requirements: Band
+    completeness: Band
+    appropriateness: Band
+
+
+class CaseExpected(_Model):
+    verdicts: tuple[bool, ...] | None = None
+    label: Literal["pass", "fail"] | None = None
+    score: float | None = Field(default=None, ge=0.0, le=1.0)
+    band: Band | None = None
+    dimensions: dict[Literal["user", "system"], DimensionBands] | None = None
+
+
+class LabelledCase(_Model):
+    """One labelled case (see the module docstring for the format)."""
+
+    schema_version: Literal[1] = Field(alias="schema")
+    id: str = Field(min_length=1, max_length=120)
+    domain: str = Field(min_length=1)
+    scorer: Literal["rubric", "prompt_alignment"]
+    run: CaseRun
+    options: CaseOptions = CaseOptions()
+    expected: CaseExpected
+    rationale: str = Field(min_length=1)
+    source: str | None = None
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scorer_spelling(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("scorer"), str):
+            data = {**data, "scorer": data["scorer"].replace("-", "_")}
+        return data
+
+    @model_validator(mode="after")
+    def _shape(self) -> LabelledCase:
+        expected = self.expected
+        if self.scorer == "rubric":
+            if not self.options.criteria:
+                raise ValueError("a rubric case needs options.criteria")
+            if expected.verdicts is None or expected.label is None:
+                raise ValueError("a rubric case expects 'verdicts' and 'label'")
+            if len(expected.verdicts) != len(self.options.criteria):
+                raise ValueError(f"{len(expected.verdicts)} verdicts for "
+                                 f"{len(self.options.criteria)} criteria")
+        else:
+            if self.options.evaluation_mode is None:
+                raise ValueError("a prompt-alignment case needs options.evaluation_mode")
+            if expected.score is None or expected.band is None:
+                raise ValueError("a prompt-alignment case expects 'score' and 'band'")
+        return self
+
+    @property
+    def mode(self) -> str:
+        """The alignment mode the scorer will use: ``both`` without a system prompt is user."""
+        mode = self.options.evaluation_mode or "both"
+        return "user" if mode == "both" and not self.run.system else mode
+
+    def criteria(self) -> tuple[Criterion, ...]:
+        return tuple(Criterion(c.description, c.id, c.required) for c in self.options.criteria)
+
+    def scorer_run(self) -> ScorerRun:
+        """The run as the scorers take it (``run_id`` is the case id)."""
+        context = tuple(Message(role=m.role, content=m.content) for m in self.run.context)
+        asked = (Message(role="user", content=self.run.input),) if self.run.input else ()
+        return ScorerRun(
+            run_id=self.id,
+            input_messages=context + asked,
+            system_messages=(Message(role="system", content=self.run.system),)
+            if self.run.system else (),
+            output=(Message(role="assistant", content=self.run.output),))
+
+
+def _sides(mode: str) -> tuple[str, ...]:
+    return {"user": ("user",), "system": ("system",), "both": ("user", "system")}[mode]
+
+
+def _reachable(mode: str, dimensions: Mapping[Any, DimensionBands]) -> tuple[float, float]:
+    """The lowest and highest weighted score the dimension bands allow."""
+    low = high = Decimal(0)
+    for side in _sides(mode):
+        share = BOTH_SPLIT[side] if mode == "both" else Decimal(1)
+        bands = dimensions[side]
+        for name in DIMENSIONS:
+            lo, hi = BANDS[getattr(bands, name)]
+            weight = share * MODE_WEIGHTS[side][name]
+            low += weight * Decimal(str(lo))
+            high += weight * Decimal(str(hi))
+    return float(low), float(high)
+
+
+def check_case(case: LabelledCase) -> list[str]:
+    """Where a case's labels contradict the scorer's own formula (empty: consistent)."""
+    problems: list[str] = []
+    expected = case.expected
+    if case.scorer == "rubric":
+        assert expected.verdicts is not None
+        gating = [v for v, c in zip(expected.verdicts, case.options.criteria, strict=True)
+                  if c.required] or list(expected.verdicts)
+        label = "pass" if all(gating) else "fail"
+        if expected.label != label:
+            problems.append(f"label {expected.label!r} but the verdicts make it {label!r}")
+        return problems
+    assert expected.score is not None
+    if band_of(expected.score) != expected.band:
+        problems.append(f"score {expected.score} is in band {band_of(expected.score)!r}, "
+                        f"not {expected.band!r}")
+    mode = case.mode
+    if mode == "user" and not case.run.input:
+        problems.append("user mode needs a user message (run.input)")
+    if mode == "system" and not case.run.system:
+        problems.append("system mode needs run.system")
+    if expected.dimensions is not None:
+        missing = set(_sides(mode)) - set(expected.dimensions)
+        if missing:
+            problems.append(f"dimension bands missing for {sorted(missing)} ({mode} mode)")
+        else:
+            low, high = _reachable(mode, expected.dimensions)
+            if not low - 1e-9 <= expected.score <= high + 1e-9:
+                problems.append(f"score {expected.score} is outside {low:.3f}..{high:.3f}, "
+                                "what its dimension bands allow with the seed's weights")
+    return problems
+
+
+def case_from_record(record: Any, *, where: str) -> LabelledCase:
+    """A case from one decoded JSON value; a :class:`ConfigError` naming ``where`` if it is
+    not one."""
+    try:
+        return LabelledCase.model_validate(record)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: not a labelled case: {_describe(exc.errors()[0])}") from None
+
+
+def parse_cases(lines: Iterable[str], *, origin: str) -> Iterator[LabelledCase]:
+    """Cases from JSON lines; a bad line is a :class:`ConfigError` naming ``origin`` and the
+    line."""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            raise ConfigError(f"{origin}, line {number}: not JSON ({exc})") from None
+        yield case_from_record(record, where=f"{origin}, line {number}")
+
+
+def _describe(detail: Any) -> str:
+    if isinstance(detail, dict):
+        where = ".".join(str(p) for p in detail.get("loc", ()))
+        return f"{where}: {detail.get('msg')}" if where else str(detail.get("msg"))
+    return str(detail)
+
+
+def load_cases(path: str | Path) -> list[LabelledCase]:
+    """Every case of a JSON-lines file; duplicate ids are an error."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read cases from {path}: {exc}") from None
+    cases = list(parse_cases(text.splitlines(), origin=str(path)))
+    seen: set[str] = set()
+    for case in cases:
+        if case.id in seen:
+            raise ConfigError(f"{path}: case id {case.id!r} appears twice")
+        seen.add(case.id)
+    return cases
