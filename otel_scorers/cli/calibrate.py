@@ -20,20 +20,15 @@ from typing import Any
 import click
 
 from otel_scorers.cli.errors import EXIT_FAILED, UsageProblem
+from otel_scorers.cli.options import judge_options
 from otel_scorers.errors import ConfigError
-from otel_scorers.judge.client import ENV_API_BASE, ENV_API_KEY, ENV_MODEL, JudgeClient
+from otel_scorers.judge.client import JudgeClient
 
 __all__ = ["calibrate"]
 
 
 @click.command()
-@click.option("--model", envvar=ENV_MODEL, help=f"Judge model (litellm string). [env {ENV_MODEL}]")
-@click.option("--api-base", envvar=ENV_API_BASE, help=f"Judge API base URL. [env {ENV_API_BASE}]")
-@click.option("--api-key", envvar=ENV_API_KEY, help=f"Judge API key. [env {ENV_API_KEY}]")
-@click.option("--timeout", type=float, default=60.0, show_default=True,
-              help="Seconds per judge call.")
-@click.option("--redact/--no-redact", default=False, show_default=True,
-              help="Redact e-mails, phones, card numbers and secrets before judging.")
+@judge_options
 @click.option("--cases", "case_files", multiple=True, metavar="FILE|bundled",
               help="Labelled cases (JSON lines), or corrected `rescore --include-run` output; "
                    "'bundled' is the golden set shipped with the package (the default). "

@@ -10,8 +10,9 @@ from typing import Any
 import click
 
 from otel_scorers.cli.errors import EXIT_FAILED, UsageProblem
+from otel_scorers.cli.options import judge_options
 from otel_scorers.errors import ConfigError
-from otel_scorers.judge.client import ENV_API_BASE, ENV_API_KEY, ENV_MODEL, JudgeClient
+from otel_scorers.judge.client import JudgeClient
 from otel_scorers.scorers.alignment import (
     AlignmentAnalysis,
     AlignmentDimensions,
@@ -76,13 +77,7 @@ def _build_run(run_file: str | None, input_text: str | None, system: tuple[str, 
 @click.option("--output", metavar="TEXT", help="The agent's response (or @file).")
 @click.option("--run", "run_file", type=click.Path(exists=True, dir_okay=False),
               help="The run as JSON (the seed's shapes); --input/--system/--output override.")
-@click.option("--model", envvar=ENV_MODEL, help=f"Judge model (litellm string). [env {ENV_MODEL}]")
-@click.option("--api-base", envvar=ENV_API_BASE, help=f"Judge API base URL. [env {ENV_API_BASE}]")
-@click.option("--api-key", envvar=ENV_API_KEY, help=f"Judge API key. [env {ENV_API_KEY}]")
-@click.option("--timeout", type=float, default=60.0, show_default=True,
-              help="Seconds per judge call.")
-@click.option("--redact/--no-redact", default=False, show_default=True,
-              help="Redact e-mails, phones, card numbers and secrets before judging.")
+@judge_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (to_dict()).")
 @click.option("--fail-under", type=float, default=None,
               help="Exit 1 when the score (with --dataset: the mean) is below this value, or "
