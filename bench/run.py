@@ -234,6 +234,39 @@ def bench_calls(quick: bool) -> None:
         cfg.provider.shutdown()
 
 
+# -- judge prompt size ------------------------------------------------------------------------
+def bench_prompts(quick: bool) -> None:
+    """Bytes (system + user message) and input tokens of the prompt the judge really receives,
+    for a 3-criterion rubric and for prompt alignment in both mode, on the workload's agent run
+    (a one-line prompt and answer, a one-line system prompt). ``json_schema`` is the mode of
+    providers that enforce the schema (it is then not repeated in the prompt); ``json_object``
+    carries the schema in the prompt."""
+    from otel_scorers import PromptAlignmentScorer, RubricScorer
+    from otel_scorers.judge.provider import load_litellm
+    from otel_scorers.testing import ScriptedJudgeServer, judge_responder
+
+    del quick
+    litellm = load_litellm()
+    run = {"input": "Hello, who are you?", "system": "Be polite.", "output": "Hi! I am a bot."}
+    with ScriptedJudgeServer(judge_responder()) as server:
+        for mode in ("json_schema", "json_object"):
+            options = {"api_base": server.url, "api_key": "k", "structured_output": mode}
+            scorers = {"rubric_3": RubricScorer(
+                server.model, "- greets the user\n- is polite\n- answers the question",
+                **options),
+                "alignment": PromptAlignmentScorer(server.model, **options)}
+            for name, scorer in scorers.items():
+                server.reset()
+                scorer.run(run)
+                messages = server.requests[-1].messages
+                size = sum(len(str(m["content"]).encode()) for m in messages)
+                suffix = "" if mode == "json_schema" else "_json_object"
+                figure(f"judge_prompt_bytes_{name}{suffix}", size)
+                if mode == "json_schema":
+                    tokens = litellm.token_counter(model="gpt-4o-mini", messages=messages)
+                    figure(f"judge_input_tokens_{name}", int(tokens))
+
+
 # -- memory -----------------------------------------------------------------------------------
 def bench_memory(quick: bool) -> None:
     """Peak RSS while a judge that never answers faces many selected spans, vs a baseline.
@@ -437,7 +470,7 @@ def _wait_healthy(base: str) -> None:
 
 BENCHES = {"hot_path": bench_hot_path, "throughput": bench_throughput, "calls": bench_calls,
            "memory": bench_memory, "rescore_memory": bench_rescore_memory,
-           "gateway": bench_gateway}
+           "gateway": bench_gateway, "prompts": bench_prompts}
 
 
 def main(argv: Sequence[str] | None = None) -> None:

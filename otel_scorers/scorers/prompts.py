@@ -18,17 +18,11 @@ MAX_CONTEXT_TURNS = 6
 MAX_CONTEXT_TURN_CHARS = 1_500
 
 RUBRIC_INSTRUCTIONS = """\
-You are an exacting evaluator of an AI agent's work. You receive a rubric: a checklist of \
-criteria labelled c1, c2, ... . You also receive the agent's run: its instructions, earlier \
-conversation, the user's request and the agent's response. Decide, for every criterion, \
-whether the agent's RESPONSE satisfies it.
-
-Judge each criterion on its own and strictly, from the response text alone: "satisfied" is \
-true only when the response clearly meets the criterion; when it is partly met, ambiguous or \
-cannot be verified from the text, it is false. For each criterion write "reasoning" first (one \
-or two sentences pointing at the evidence, or at what is missing), then the verdict. Give \
-exactly one verdict per criterion under its label (c1, c2, ...), none missing, none extra. \
-End with "overallAssessment": one or two sentences telling the agent what to fix, if anything.\
+You judge an AI agent's RESPONSE against a rubric of criteria labelled c1, c2, ... . A \
+criterion is satisfied only when the response text clearly meets it; partly met, ambiguous or \
+unverifiable means false. Judge each on its own. For every label, none missing or extra, give \
+"reasoning" (one or two sentences: the evidence, or what is missing), then "satisfied". End \
+with "overallAssessment": what the agent should fix, if anything.\
 """
 
 
@@ -39,8 +33,7 @@ def rubric_fields(criteria: Sequence[Criterion], run: ScorerRun) -> list[tuple[s
 
 def rubric_task(count: int) -> str:
     labels = "c1" if count == 1 else f"c1 to c{count}"
-    return (f"Judge criteria {labels} against the agent response above and answer with the "
-            "JSON object.")
+    return f"Judge {labels} against the agent response; answer with the JSON object."
 
 
 _USER_DIMENSIONS = """\

@@ -336,8 +336,11 @@ async def test_emit_sends_the_figures_as_metrics(judge_server: ScriptedJudgeServ
         code, report, _ = await asyncio.to_thread(
             run_calibrate, judge_server, "--limit", "10", "--emit", "--otlp-endpoint",
             upstream.url)
+        wanted = {"otel_scorers.calibration.verdict_agreement", "otel_scorers.calibration.kappa",
+                  "otel_scorers.calibration.errors"}
         deadline = asyncio.get_running_loop().time() + 20
-        while not upstream.metrics and asyncio.get_running_loop().time() < deadline:
+        while (not wanted <= {m.name for m in upstream.metrics}
+               and asyncio.get_running_loop().time() < deadline):
             await asyncio.sleep(0.1)
     assert code == 0
     values = {metric.name: (point.as_double if point.HasField("as_double") else point.as_int)

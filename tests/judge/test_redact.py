@@ -81,6 +81,6 @@ def test_truncate_keeps_head_and_tail() -> None:
 def test_fence_nonce_never_occurs_in_content() -> None:
     fence = Fence(["some text"])
     wrapped = fence.wrap("field", "payload")
-    assert wrapped.startswith(f"<<<UNTRUSTED-{fence.nonce} BEGIN field>>>")
-    assert wrapped.endswith(f"<<<UNTRUSTED-{fence.nonce} END field>>>")
+    assert wrapped.startswith(f"<<<{fence.nonce} BEGIN field>>>")
+    assert wrapped.endswith(f"<<<{fence.nonce} END field>>>")
     assert fence.declaration().endswith(fence.nonce)
