@@ -140,6 +140,49 @@ def bench_hot_path(quick: bool) -> None:
         figure("hot_path_sampling_1_dropped_fraction", round(statistics.median(dropped), 3))
 
 
+def bench_hot_path_instructions(quick: bool) -> None:
+    """Instructions the application thread executes per agent run, with the processor vs
+    without: ``hot_path_instr_ratio_sampling_*``. A figure that does not move with machine load:
+    callgrind (valgrind) counts the instructions of the main thread alone
+    (``--separate-threads=yes``) inside the workload loop alone (``bench/instr_probe.py`` runs
+    it inside ``functools.reduce``, the one function collection is toggled on), whatever the
+    other threads and processes do. Repeated runs here agree within 0.5 %. Needs valgrind and a
+    CPython whose libpython keeps its function symbols (pyenv builds do); otherwise the figures
+    are reported as unavailable, never estimated."""
+    import shutil
+    import tempfile
+
+    runs = 150 if quick else 600
+    modes = ["baseline", "sampling_0", "sampling_0.1", "sampling_1"]
+    valgrind = shutil.which("valgrind")
+    counts: dict[str, int] = {}
+    if valgrind is not None:
+        with tempfile.TemporaryDirectory() as work:
+            subprocess.run(
+                [valgrind, "--tool=callgrind", "--separate-threads=yes",
+                 "--collect-atstart=no", "--toggle-collect=functools_reduce",
+                 "--dump-after=functools_reduce", f"--callgrind-out-file={work}/cg.%p",
+                 sys.executable, str(Path(__file__).with_name("instr_probe.py")), str(runs),
+                 *modes],
+                env={**os.environ, "PYTHONHASHSEED": "0"}, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, timeout=900, check=False)
+            # one part per mode, in order: cg.<pid>.<part>-01 (thread 1: the main thread)
+            parts = sorted(Path(work).glob("cg.*.*-01"),
+                           key=lambda p: int(p.name.split(".")[2].split("-")[0]))
+            for mode, path in zip(modes, parts, strict=False):  # fewer parts: a crash
+                totals = [line for line in path.read_text().splitlines()
+                          if line.startswith("totals:")]
+                if totals:
+                    counts[mode] = int(totals[0].split()[1])
+    if not counts.get("baseline"):
+        figure("hot_path_instr_ratio", "unavailable (valgrind or libpython symbols missing)")
+        return
+    figure("hot_path_instr_per_workload_baseline", round(counts["baseline"] / runs))
+    for mode, count in counts.items():
+        if mode != "baseline":
+            figure(f"hot_path_instr_ratio_{mode}", round(count / counts["baseline"], 4))
+
+
 # -- throughput -------------------------------------------------------------------------------
 def bench_throughput(quick: bool) -> None:
     """Sustained evaluations per second with judge latency L and concurrency C, vs C / L.
@@ -468,7 +511,8 @@ def _wait_healthy(base: str) -> None:
     raise RuntimeError("the gateway did not start")
 
 
-BENCHES = {"hot_path": bench_hot_path, "throughput": bench_throughput, "calls": bench_calls,
+BENCHES = {"hot_path_instructions": bench_hot_path_instructions, "hot_path": bench_hot_path,
+           "throughput": bench_throughput, "calls": bench_calls,
            "memory": bench_memory, "rescore_memory": bench_rescore_memory,
            "gateway": bench_gateway, "prompts": bench_prompts}
 

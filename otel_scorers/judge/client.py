@@ -10,6 +10,10 @@ subclasses, each carrying the usage spent so far.
 
 litellm is imported on first use (its import takes seconds); the import runs in a worker
 thread so the event loop stays responsive.
+
+The module is a little over 300 lines on purpose: one call's retries, re-ask, error mapping and
+message rendering share the client's state and read best in one place; provider details,
+schemas, fences, usage and retry policy are in their own modules.
 """
 
 from __future__ import annotations
