@@ -74,7 +74,7 @@ class FewShot:
                            "examples_max_tokens=%d", self.dropped, len(cases), kind, max_tokens)
         body = "\n\n".join(rendered)
         while True:
-            nonce = secrets.token_hex(12)
+            nonce = secrets.token_hex(8)
             if nonce not in body:
                 break
         self.text = "" if not rendered else (

@@ -31,7 +31,7 @@ from otel_scorers.testing import CapturedTelemetry, ScriptedJudgeServer, judge_r
 from tests.support import Telemetry
 
 HERE = Path(__file__).resolve().parent
-NONCE = re.compile(r"[0-9a-f]{24}")
+NONCE = re.compile(r"\b[0-9a-f]{16}\b")
 
 
 @pytest.fixture
