@@ -21,7 +21,6 @@ queue full, and every later span would take the "wake the worker" path).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import gc
 import os
@@ -32,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from workloads import RESOURCE, NoOpExporter, agent_iteration
+from workloads import RESOURCE, NeverAnswers, NoOpExporter, agent_iteration
 
 QUIET = 10_000_000  # queue, batch size and delay (ms) the loop never reaches
 
@@ -66,19 +65,6 @@ def _scoring_tracer(ratio: float) -> object:
     from opentelemetry.sdk.metrics import MeterProvider
 
     from otel_scorers.pipeline import Sampling, ScoringSpanProcessor
-    from otel_scorers.scorers.base import BaseScorer
-    from otel_scorers.scorers.result import ScoreResult
-    from otel_scorers.scorers.run import ScorerRun
-
-    class NeverAnswers(BaseScorer):
-        scale = 1.0
-
-        def __init__(self, name: str) -> None:
-            self.name = name
-
-        async def score(self, run: ScorerRun) -> ScoreResult:
-            await asyncio.Event().wait()
-            raise AssertionError("unreachable")
 
     provider = TracerProvider(resource=RESOURCE)
     processor = ScoringSpanProcessor(

@@ -32,6 +32,8 @@ os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from workloads import (
+    RESOURCE,
+    NoOpExporter,
     agent_iteration,
     plain_provider,
     scoring_provider,
@@ -181,6 +183,61 @@ def bench_hot_path_instructions(quick: bool) -> None:
     for mode, count in counts.items():
         if mode != "baseline":
             figure(f"hot_path_instr_ratio_{mode}", round(count / counts["baseline"], 4))
+
+
+def bench_on_end(quick: bool) -> None:
+    """Microseconds ``on_end`` takes on the application thread, per kind of span, for the
+    scoring processor (both scorers, sampling 1, a judge that never answers) and for the SDK's
+    ``BatchSpanProcessor`` on the same ended spans: ``on_end_us_agent_span`` (an
+    ``invoke_agent`` span: handed to the worker's intake), ``on_end_us_llm_span`` (a ``chat``
+    span without content) and ``on_end_us_plain_span`` (no GenAI attributes). Each figure is
+    the best of several passes over distinct spans (noise only adds time)."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from workloads import NeverAnswers
+
+    from otel_scorers.pipeline import Sampling, ScoringSpanProcessor
+
+    count, passes = (2000, 5) if quick else (10000, 9)
+    source = TracerProvider(resource=RESOURCE)
+    kept = InMemorySpanExporter()
+    source.add_span_processor(SimpleSpanProcessor(kept))
+    run = agent_iteration(source.get_tracer("bench"), distinct=True)
+    for _ in range(count * passes):
+        run()
+    spans = kept.get_finished_spans()
+    kinds = {"agent": [s for s in spans if s.name.startswith("invoke_agent")],
+             "llm": [s for s in spans if s.name.startswith("chat")][:count * passes],
+             "plain": [s for s in spans if s.name.startswith("retrieve")]}
+    processors = {
+        "": ScoringSpanProcessor([NeverAnswers("rubric"), NeverAnswers("prompt_alignment")],
+                                 sampling=Sampling(ratio=1.0), meter_provider=MeterProvider(),
+                                 events=False, queue_size=count * passes),
+        "_batch_span_processor": BatchSpanProcessor(
+            NoOpExporter(), max_queue_size=count * passes * 4,
+            max_export_batch_size=count * passes * 4, schedule_delay_millis=3_600_000)}
+    best: dict[str, float] = {}
+    for kind, items in kinds.items():
+        for suffix, processor in processors.items():
+            times = []
+            for index in range(passes):
+                chunk = items[index * count:(index + 1) * count]
+                end = processor.on_end
+                gc.disable()
+                started = time.perf_counter()
+                for span in chunk:
+                    end(span)
+                times.append((time.perf_counter() - started) / len(chunk))
+                gc.enable()
+            best[f"{kind}{suffix}"] = min(times)
+            figure(f"on_end_us_{kind}_span{suffix}", round(min(times) * 1e6, 3))
+    for kind in kinds:
+        figure(f"on_end_ratio_{kind}_span_vs_batch_span_processor",
+               round(best[kind] / best[f"{kind}_batch_span_processor"], 2))
+    for processor in processors.values():
+        processor.shutdown()
 
 
 # -- throughput -------------------------------------------------------------------------------
@@ -511,7 +568,8 @@ def _wait_healthy(base: str) -> None:
     raise RuntimeError("the gateway did not start")
 
 
-BENCHES = {"hot_path_instructions": bench_hot_path_instructions, "hot_path": bench_hot_path,
+BENCHES = {"hot_path_instructions": bench_hot_path_instructions, "on_end": bench_on_end,
+           "hot_path": bench_hot_path,
            "throughput": bench_throughput, "calls": bench_calls,
            "memory": bench_memory, "rescore_memory": bench_rescore_memory,
            "gateway": bench_gateway, "prompts": bench_prompts}

@@ -3,6 +3,7 @@ traced agent run (one ``invoke_agent`` span with GenAI content and four child sp
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from collections.abc import Callable, Sequence
@@ -24,6 +25,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_scorers import PromptAlignmentScorer, RubricScorer
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.pipeline import Sampling, ScoringSpanProcessor
+from otel_scorers.scorers.base import BaseScorer
+from otel_scorers.scorers.result import ScoreResult
+from otel_scorers.scorers.run import ScorerRun
 
 RESOURCE = Resource.create({"service.name": "otel-scorers-bench"})
 
@@ -36,6 +40,20 @@ class NoOpExporter(SpanExporter):
 
     def shutdown(self) -> None:
         return None
+
+
+class NeverAnswers(BaseScorer):
+    """A scorer whose judge never answers: what the application thread does is the same as with
+    a real judge, and no judge work competes with the measurement."""
+
+    scale = 1.0
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    async def score(self, run: ScorerRun) -> ScoreResult:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
 
 
 @dataclass

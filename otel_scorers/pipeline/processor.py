@@ -139,7 +139,14 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
         self._deferred = Deferred(settings.log_wait_s, settings.queue_size)
         self._worker: Worker[Job] = Worker(self._evaluation.run, queue_size=settings.queue_size,
                                            concurrency=settings.concurrency,
-                                           periodic=self._periodic)
+                                           periodic=self._periodic, admit=self._decide,
+                                           rejected=self._dropped)
+        self._could_match = self._selector.could_match
+        self._run_operations = self._selector.run_operations
+        keys = self._selector.could_match_keys
+        #: on_end's first test: a span with none of these keys is neither a possible run nor
+        #: content (``None``: any span may be a run, by name pattern or predicate)
+        self._watched = None if keys is None else keys | CONTENT_KEY_SET
         self._log_side: ScoringLogProcessor | None = None
         self._unselected = Unselected()
         self._shutdown = False
@@ -184,10 +191,22 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
-            attrs = attribute_dict(span)
-            if self._selector.could_match(attrs) or not CONTENT_KEY_SET.isdisjoint(attrs):
-                self._admit(span, attrs)
+            try:  # an ended SDK span's attributes, read directly (see attribute_dict)
+                attrs = span._attributes._dict  # type: ignore[union-attr]
+            except AttributeError:
+                attrs = attribute_dict(span)
+            operation = attrs.get("gen_ai.operation.name")
+            if operation is not None and operation in self._run_operations:
+                self._offer(span, attrs)  # an agent run by the GenAI conventions
                 return
+            watched = self._watched
+            if watched is None or not watched.isdisjoint(attrs):
+                if self._could_match(attrs):
+                    self._offer(span, attrs)
+                    return
+                if not CONTENT_KEY_SET.isdisjoint(attrs):
+                    self._content(span, attrs)
+                    return
             # The common case: a span that cannot be selected and carries no content the
             # buffer keeps is only a parent link for trace assembly. This library's own spans
             # take this path too, harmlessly (nothing selects or buffers them here).
@@ -198,37 +217,74 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
                     buffer.observe(span, None)
             if self._stripper is not None and self._stripper.has_content(attrs):
                 self._stripper.strip_span(span, attrs)
-            self._forward(span)
+            if self._enriched is not None:
+                self._enriched.forward(span)
         except Exception:
             self._log_once("on_end", "otel-scorers could not process a span; it was passed on "
                                      "unscored")
             self._forward(span)
 
-    def _admit(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
-        """A span that may be a run or carries content: buffer, select, sample, enqueue."""
-        if is_own(span):
-            self._forward(span)
-            return
-        buffer = self._buffer
-        selected = not self._shutdown and self._selector.matches(span, attrs)
-        # with a log side, a run's content may come later, by time: keep its window
-        agent = selected and not is_llm_call(attrs)
-        create = agent and self._log_side is not None
-        if create or buffer.traces or not CONTENT_KEY_SET.isdisjoint(attrs):
-            buffer.observe(span, attrs, keep_content=not selected, agent=agent, create=create)
-        if self._stripper is not None and self._stripper.has_content(attrs):
-            self._stripper.strip_span(span, attrs)  # attrs itself stays whole for capture
-        chosen = self._sample(span) if selected else ()
-        if not chosen:
-            if not selected and self._unselected.note(span.name, attrs):
+    def _offer(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
+        """A possible run: the worker decides (selection, sampling, counting) in the order the
+        spans ended; only stripping cannot wait for it."""
+        stripper = self._stripper
+        if stripper is not None and stripper.has_content(attrs):
+            stripper.strip_span(span, attrs)  # attrs stays whole for capture
+        if not self._worker.offer((span, attrs)):
+            self._decide_now(span, attrs)
+
+    def _content(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
+        """A span with content that cannot be a run (an LLM call under an agent): buffered
+        right away, so that later spans of its trace find its entry and leave their parent
+        links (which assembly needs) before the worker reads them."""
+        if not is_own(span):
+            self._buffer.observe(span, attrs)
+            if self._unselected.note(span.name, attrs):
                 self._warn_unselected()
+        if self._stripper is not None and self._stripper.has_content(attrs):
+            self._stripper.strip_span(span, attrs)
+        self._forward(span)
+
+    def _decide_now(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
+        """The intake was full or the worker stopped: decide on the calling thread."""
+        if self._shutdown:
             self._forward(span)
             return
-        enriched = self._enriched
-        held = enriched is not None and enriched.hold(span, len(chosen))
-        if self._worker.submit(Job(span, chosen, attrs)):
-            return
-        self._dropped(Job(span, chosen, attrs), held=held)
+        job = self._decide((span, attrs))
+        if job is not None and not self._worker.submit(job):
+            self._dropped(job)
+
+    # -- the worker's side of on_end --------------------------------------------------------
+    def _decide(self, item: tuple[ReadableSpan, Mapping[str, Any]]) -> Job | None:
+        """A possible run, in the order spans ended: buffer, select, sample, count; the job to
+        evaluate, or ``None`` (the span was passed on)."""
+        span, attrs = item
+        try:
+            if is_own(span):
+                self._forward(span)
+                return None
+            buffer = self._buffer
+            selected = self._selector.matches(span, attrs)
+            # with a log side, a run's content may come later, by time: keep its window
+            agent = selected and not is_llm_call(attrs)
+            create = agent and self._log_side is not None
+            if create or buffer.traces or not CONTENT_KEY_SET.isdisjoint(attrs):
+                buffer.observe(span, attrs, keep_content=not selected, agent=agent,
+                               create=create)
+            chosen = self._sample(span) if selected else ()
+            if not chosen:
+                if not selected and self._unselected.note(span.name, attrs):
+                    self._warn_unselected()
+                self._forward(span)
+                return None
+            if self._enriched is not None:
+                self._enriched.hold(span, len(chosen))
+            return Job(span, chosen, attrs)
+        except Exception:
+            self._log_once("on_end", "otel-scorers could not process a span; it was passed on "
+                                     "unscored")
+            self._forward(span)
+            return None
 
     def _sample(self, span: ReadableSpan) -> tuple[Slot, ...]:
         """The scorers that will judge a selected span; the others' decisions are counted."""
@@ -251,7 +307,7 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
         if self._enriched is not None:
             self._enriched.forward(span)
 
-    def _dropped(self, job: Job, *, held: bool = True) -> None:
+    def _dropped(self, job: Job) -> None:
         """The queue had no room for ``job``: count it, release its span, say so once."""
         for slot in job.slots:
             self.counts.add(slot.name, Decision.DROPPED, Reason.QUEUE_FULL)
@@ -259,7 +315,7 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
                                      "(see the dropped decisions; raise queue_size or "
                                      "concurrency, or sample less)")
         context = job.span.context
-        if held and self._enriched is not None and context is not None:
+        if self._enriched is not None and context is not None:
             self._enriched.release(context.span_id)
 
     # -- the log side -----------------------------------------------------------------------

@@ -42,10 +42,19 @@ class Selection:
     predicate: Callable[[ReadableSpan], bool] | None = None
 
 
+_OTHER_CONVENTION_KEYS = frozenset(_CONVENTION_KEYS[1:4])
+_AGENT_OPERATIONS = ("invoke_agent", "agent.run")
+
+
 def is_agent_run(attrs: Mapping[str, Any]) -> bool:
+    """An agent-run span by one of the conventions (on the hot path: a GenAI span that is not
+    an agent run returns after one lookup and one set test)."""
     operation = attrs.get("gen_ai.operation.name")
-    if operation in ("invoke_agent", "agent.run"):
-        return True
+    if operation is not None:
+        if operation in _AGENT_OPERATIONS:
+            return True
+        if _OTHER_CONVENTION_KEYS.isdisjoint(attrs):
+            return False
     if attrs.get("openinference.span.kind") == "AGENT":
         return True
     if attrs.get("traceloop.span.kind") in ("agent", "workflow"):
@@ -102,12 +111,22 @@ class Selector:
         #: ``is_agent_run`` decides alone; without name patterns or a predicate, a span needs
         #: one of :attr:`keys`; otherwise anything may match.
         self.could_match: Callable[[Mapping[str, Any]], bool]
+        #: :attr:`keys` when :attr:`could_match` needs one of them, else ``None``
+        self.could_match_keys: frozenset[str] | None = self.keys
+        #: ``gen_ai.operation.name`` values that alone make a span a possible run, for the hot
+        #: path's first test; :attr:`could_match_keys` then leaves that key out (default
+        #: conventions only: an ``invoke_agent`` span is a possible run, a ``chat`` span needs
+        #: another convention's key to be one)
+        self.run_operations: tuple[str, ...] = ()
         keys = self.keys
         if self._names is not None or selection.predicate is not None:
             self.could_match = _anything
+            self.could_match_keys = None
         elif (selection.agent_conventions and not selection.include_llm_spans
               and not self._attributes and not self._agents):
             self.could_match = is_agent_run
+            self.run_operations = _AGENT_OPERATIONS
+            self.could_match_keys = keys - {"gen_ai.operation.name"}
         else:
             self.could_match = lambda attrs: not keys.isdisjoint(attrs)
 

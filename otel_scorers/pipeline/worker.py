@@ -1,9 +1,12 @@
 """A bounded queue drained by coroutines on the library's background event loop.
 
-``submit`` is the hot path: a length check and a deque append, plus a thread-safe wake-up only
-when the pump is idle (never while it waits for a free concurrency slot). Judge calls are
-I/O-bound, so ``concurrency`` coroutines on one event loop reach C / L evaluations per second
-without a thread per call. The pump runs on the same loop as the judge calls
+Two ways in. ``offer`` is the hot path, shaped like the SDK's ``BatchSpanProcessor.on_end``: a
+length check and a deque append into the *intake*, with no thread-safe wake-up unless the intake
+is a quarter full (the pump looks at it every ``period_s`` anyway, and whenever an evaluation
+finishes); the pump then turns each intake item into a job, or nothing, with ``admit``, in the
+order offered. ``submit`` queues a job directly, waking an idle pump. Judge calls are I/O-bound,
+so ``concurrency`` coroutines on one event loop reach C / L evaluations per second without a
+thread per call. The pump runs on the same loop as the judge calls
 (:mod:`otel_scorers.background_loop`), so an evaluation never hops between threads.
 """
 
@@ -18,7 +21,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from otel_scorers import background_loop
 
@@ -34,9 +37,13 @@ class Worker(Generic[T]):
 
     def __init__(self, handle: Callable[[T], Awaitable[object]], *, queue_size: int,
                  concurrency: int, periodic: Callable[[], None] | None = None,
-                 period_s: float = 0.25) -> None:
+                 period_s: float = 0.25, admit: Callable[[Any], T | None] | None = None,
+                 rejected: Callable[[T], None] | None = None) -> None:
         self._handle = handle
+        self._admit = admit
+        self._rejected = rejected
         self._max = queue_size
+        self._wake_at = max(1, queue_size // 4)
         self._concurrency = concurrency
         self._periodic = periodic
         self._period_s = period_s
@@ -44,6 +51,7 @@ class Worker(Generic[T]):
 
     def _reset(self) -> None:
         self._queue: deque[T] = deque()
+        self._intake: deque[Any] = deque()
         self._inflight = 0
         self._sleeping = False
         self._stopping = False
@@ -61,7 +69,8 @@ class Worker(Generic[T]):
     # -- producer side (any thread) --------------------------------------------------------
     @property
     def depth(self) -> int:
-        return len(self._queue)
+        """Items waiting: offered and not yet admitted, or queued for a free slot."""
+        return len(self._queue) + len(self._intake)
 
     @property
     def inflight(self) -> int:
@@ -77,6 +86,38 @@ class Worker(Generic[T]):
         elif self._sleeping:
             self._wakeup()
         return True
+
+    def offer(self, item: Any) -> bool:
+        """Hand ``item`` to the pump's ``admit``; ``False`` when the intake is full or the worker
+        stopped (the caller decides the item itself)."""
+        intake = self._intake
+        n = len(intake)
+        if n >= self._max or self._stopping:
+            return False
+        intake.append(item)
+        if self._pump is None:
+            self._start()
+        elif n == self._wake_at:
+            self._wakeup()
+        return True
+
+    def _take_intake(self, *, bounded: bool = True) -> None:
+        """Admit what was offered, in order (the pump's thread; at stop, the stopping one);
+        a job past the queue's bound is ``rejected`` unless not ``bounded``."""
+        intake, admit = self._intake, self._admit
+        while intake:
+            try:
+                item = intake.popleft()
+            except IndexError:  # taken by a concurrent stop
+                return
+            job = admit(item) if admit is not None else item
+            if job is None:
+                continue
+            if bounded and len(self._queue) >= self._max:
+                if self._rejected is not None:
+                    self._rejected(job)
+            else:
+                self._queue.append(job)
 
     def _wakeup(self) -> None:
         self._sleeping = False
@@ -97,13 +138,16 @@ class Worker(Generic[T]):
         last_periodic = time.monotonic()
         try:
             while True:
+                if self._intake:
+                    self._take_intake()
                 while self._queue and self._inflight < self._concurrency:
                     item = self._queue.popleft()
                     self._inflight += 1
                     task = self._loop.create_task(self._one(item))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
-                if self._stopping and not self._queue and self._inflight == 0:
+                if (self._stopping and not self._queue and not self._intake
+                        and self._inflight == 0):
                     return
                 self._wake.clear()
                 if self._inflight < self._concurrency:
@@ -141,7 +185,7 @@ class Worker(Generic[T]):
             self._inflight -= 1
             if self._wake is not None:
                 self._wake.set()
-            if not self._queue and self._inflight == 0:
+            if not self._queue and not self._intake and self._inflight == 0:
                 with self._idle:
                     self._idle.notify_all()
 
@@ -150,12 +194,12 @@ class Worker(Generic[T]):
         """Wait until nothing is queued or in flight; ``False`` if the deadline passed first."""
         deadline = time.monotonic() + timeout_s
         if self._pump is None:
-            return not self._queue
+            return not self._queue and not self._intake
         if background_loop.in_loop():
             raise RuntimeError("force_flush() called from the otel-scorers event loop")
         self._wakeup()
         with self._idle:
-            while self._queue or self._inflight:
+            while self._queue or self._intake or self._inflight:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._pump.done():
                     return False
@@ -196,6 +240,8 @@ class Worker(Generic[T]):
         return self._loop is not None and self._loop.is_running()
 
     def _abandon(self) -> list[T]:
+        """The unstarted jobs, the intake admitted first (their decisions are made here)."""
+        self._take_intake(bounded=False)
         left: list[T] = []
         while self._queue:
             try:

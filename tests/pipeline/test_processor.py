@@ -171,6 +171,32 @@ def test_selection_options(telemetry: Telemetry, make_processor: Any,
     assert processor.stats()["rubric"]["selected"] == 4
 
 
+def test_selection_runs_on_the_worker_in_the_order_spans_ended(
+        telemetry: Telemetry, make_processor: Any, judge_server: ScriptedJudgeServer) -> None:
+    """on_end only hands a possible run to the worker's intake: a selection predicate (which
+    may be slow) runs on the worker's thread, in the order the spans ended."""
+    import threading
+
+    judge_server.responder = judge_responder()
+    seen: list[tuple[str, int]] = []
+
+    def predicate(span: Any) -> bool:
+        seen.append((span.name, threading.get_ident()))
+        return span.name.startswith("run")
+
+    processor = make_processor(selection=Selection(agent_conventions=False, predicate=predicate))
+    tracer = telemetry.tracer()
+    names = [f"run {index}" if index % 2 else f"other {index}" for index in range(10)]
+    for name in names:
+        with tracer.start_as_current_span(name, attributes=genai_attributes(prompt=name)):
+            pass
+    assert processor.force_flush(20_000)
+    assert [name for name, _ in seen] == names
+    assert threading.get_ident() not in {thread for _, thread in seen}
+    assert processor.stats()["rubric"]["selected"] == 5
+    assert processor.stats()["rubric"]["scored"] == 5
+
+
 @pytest.mark.parametrize("selection", [
     Selection(span_names="agent*"),  # type: ignore[arg-type]
     Selection(attributes={"k": {"nested": 1}}),
