@@ -332,6 +332,20 @@ def bench_calls(quick: bool) -> None:
                round(stats.get("scored", 0) / max(1, evaluations), 3))
         cfg.processor.shutdown()
         cfg.provider.shutdown()
+        # both scorers, one fused call per run: calls summed over both scorers' evaluations
+        cfg = scoring_provider(url, ratio=1.0, cache_ttl_s=0, fuse_judge_calls=True)
+        run = agent_iteration(cfg.tracer, distinct=True)
+        for _ in range(runs):
+            run()
+        cfg.processor.force_flush(120_000)
+        spans = cfg.evaluation_spans("rubric") + cfg.evaluation_spans("prompt_alignment")
+        calls = sum(s.attributes["otel_scorers.judge.calls"] for s in spans)
+        tokens = sum(s.attributes["otel_scorers.judge.input_tokens"]
+                     + s.attributes["otel_scorers.judge.output_tokens"] for s in spans)
+        figure("judge_calls_per_eval_fused", round(calls / len(spans), 3))
+        figure("judge_tokens_per_eval_fused", round(tokens / len(spans), 1))
+        cfg.processor.shutdown()
+        cfg.provider.shutdown()
 
 
 # -- judge prompt size ------------------------------------------------------------------------
@@ -342,6 +356,7 @@ def bench_prompts(quick: bool) -> None:
     providers that enforce the schema (it is then not repeated in the prompt); ``json_object``
     carries the schema in the prompt."""
     from otel_scorers import PromptAlignmentScorer, RubricScorer
+    from otel_scorers.background_loop import run_sync
     from otel_scorers.judge.provider import load_litellm
     from otel_scorers.testing import ScriptedJudgeServer, judge_responder
 
@@ -365,6 +380,31 @@ def bench_prompts(quick: bool) -> None:
                 if mode == "json_schema":
                     tokens = litellm.token_counter(model="gpt-4o-mini", messages=messages)
                     figure(f"judge_input_tokens_{name}", int(tokens))
+            # both scorers in one fused call (the run's fields shown once)
+            server.reset()
+            run_sync(_fused(list(scorers.values()), run))
+            messages = server.requests[-1].messages
+            suffix = "" if mode == "json_schema" else "_json_object"
+            figure(f"judge_prompt_bytes_fused_rubric_3_alignment{suffix}",
+                   sum(len(str(m["content"]).encode()) for m in messages))
+            if mode == "json_schema":
+                figure("judge_input_tokens_fused_rubric_3_alignment", int(
+                    litellm.token_counter(model="gpt-4o-mini", messages=messages)))
+
+
+async def _fused(scorers: Sequence[Any], run: Any) -> list[Any]:
+    """The scorers judging ``run`` as the pipeline does with fuse_judge_calls on."""
+    import asyncio
+
+    from otel_scorers.scorers.together import call_batches, judging_in
+
+    batches = call_batches((str(index), scorer) for index, scorer in enumerate(scorers))
+
+    async def one(index: int, scorer: Any) -> Any:
+        with judging_in(batches.get(str(index))):
+            return await scorer.arun(run)
+
+    return list(await asyncio.gather(*(one(i, scorer) for i, scorer in enumerate(scorers))))
 
 
 # -- memory -----------------------------------------------------------------------------------

@@ -76,6 +76,9 @@ class JudgeError(OtelScorersError):
     error_type = "judge_error"
     #: The judge usage spent before the failure (a ``JudgeUsage``), set by the judge client.
     usage: Any = None
+    #: The judge's last answer, when it answered but not as the schema asks (never shown:
+    #: only a fused call reads it, to use the parts that are valid on their own).
+    raw: str | None = None
 
     def __init__(self, message: str, *, status_code: int | None = None) -> None:
         super().__init__(message)

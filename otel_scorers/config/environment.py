@@ -96,6 +96,9 @@ ENV_VARS: Mapping[str, EnvVar] = {
     "OTEL_SCORERS_LOG_WAIT_S": EnvVar(("log_wait_s",), float,
                                       "seconds a run without content waits for its log "
                                       "records"),
+    "OTEL_SCORERS_FUSE_JUDGE_CALLS": EnvVar(("fuse_judge_calls",), bool,
+                                            "one judge call for the scorers judging a run with "
+                                            "the same judge"),
 }
 
 

@@ -131,3 +131,4 @@ class Settings(_Strict):
     exported_content: Literal["keep", "strip"] = "keep"
     log_wait_s: float = Field(default=5.0, ge=0)
     max_agents: int = Field(default=100, gt=0)
+    fuse_judge_calls: bool = False

@@ -40,6 +40,7 @@ from otel_scorers.errors import (
     JudgeTimeoutError,
 )
 from otel_scorers.judge.fence import FENCE_RULES, Fence, truncate
+from otel_scorers.judge.fused import MEMBER
 from otel_scorers.judge.provider import (
     content_of,
     cost_of,
@@ -201,12 +202,29 @@ class JudgeClient:
         return True
 
     # -- the call -----------------------------------------------------------------------------
+    @property
+    def fusion_key(self) -> str:
+        """Clients with equal keys may answer for each other in one fused call: the
+        fingerprint plus the key (never shown; hashed)."""
+        key = hashlib.sha256((self._api_key or "").encode()).hexdigest()[:16]
+        return f"{self.fingerprint}:{key}"
+
     async def judge(self, request: JudgeRequest[T]) -> Judgement[T]:
         """Ask the judge once (plus retries and at most one corrective re-ask).
 
         The call runs on the library's background event loop whatever loop awaits it (see
         :func:`otel_scorers.background_loop.on_loop`); cancelling the caller cancels the call.
+        Inside an evaluation with fused calls on, the question may wait for the other scorers
+        of the run and go out with theirs (:mod:`otel_scorers.judge.fused`).
         """
+        member = MEMBER.get()
+        if member is not None and member.batch.accepts(member, self, request):
+            result: Judgement[T] = await member.batch.ask(member, self, request)
+            return result
+        return await self.judge_alone(request)
+
+    async def judge_alone(self, request: JudgeRequest[T]) -> Judgement[T]:
+        """:meth:`judge`, never fused."""
         return await on_loop(self._judge(request))
 
     async def _judge(self, request: JudgeRequest[T]) -> Judgement[T]:
@@ -231,9 +249,11 @@ class JudgeClient:
                     try:
                         value = parse_answer(content, request.answer_model)
                     except (ValidationError, ValueError) as second:
-                        raise JudgeOutputError(
+                        error = JudgeOutputError(
                             "judge answer did not match the schema after one corrective "
-                            f"re-ask: {problems(second)}") from second
+                            f"re-ask: {problems(second)}")
+                        error.raw = content
+                        raise error from second
                     return Judgement(value, meter.freeze(), content)
         except JudgeError as error:
             error.usage = meter.freeze()

@@ -15,6 +15,16 @@ __all__ = ["answer_schema", "correction", "parse_answer", "problems"]
 T = TypeVar("T", bound=BaseModel)
 
 
+def load_object(content: str) -> Any:
+    """The JSON value of an answer, read as tolerantly as :func:`parse_answer` reads it
+    (``None`` when there is none)."""
+    text = content.strip()
+    if text.startswith("```"):
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+        text = text.rsplit("```", 1)[0]
+    return _tolerant_json(text)
+
+
 def parse_answer(content: str, model: type[T]) -> T:
     """Parse the judge's JSON into ``model``: the object itself, in a code fence, or in prose.
 

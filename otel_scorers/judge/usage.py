@@ -24,6 +24,9 @@ class JudgeUsage(BaseModel):
     completion_tokens: int = 0
     cost_usd: float | None = None
     latency_s: float = 0.0
+    #: Scorers that shared this call (one fused call for several; 0: the call was its own).
+    #: Tokens and cost are this scorer's share; ``calls`` is counted on one of them.
+    fused: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -35,6 +38,7 @@ class JudgeUsage(BaseModel):
             "reasks": self.reasks, "promptTokens": self.prompt_tokens,
             "completionTokens": self.completion_tokens, "costUsd": self.cost_usd,
             "latencySeconds": round(self.latency_s, 6),
+            **({"fusedWith": self.fused - 1} if self.fused else {}),
         }
 
 

@@ -109,7 +109,7 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
         extractor=extractor, limits=capture_limits or Limits(),
         rubrics=rubrics_from(settings, rubrics), buffer=buffer,
         assemble=settings.assemble_from_trace, enriched=enriched[0] if enriched else None,
-        defer=defer)
+        defer=defer, fuse=settings.fuse_judge_calls)
     return Parts(slots=slots, selector=Selector(selection or selection_from(settings.selection)),
                  buffer=buffer, counts=counts, evaluation=evaluation,
                  enriched=enriched[0] if enriched else None,

@@ -41,6 +41,7 @@ from otel_scorers.scorers.base import Scorer
 from otel_scorers.scorers.result import ScoreError, ScoreResult
 from otel_scorers.scorers.rubric import RubricLike
 from otel_scorers.scorers.run import ScorerRun
+from otel_scorers.scorers.together import CallBatch, call_batches, judging_in
 
 __all__ = ["Evaluation", "Job", "check_prices", "decision_of"]
 
@@ -83,6 +84,8 @@ class Evaluation:
     inflight: dict[str, asyncio.Future[ScoreResult]] = field(default_factory=dict)
     #: The reason counted for evaluations cancelled before they finished.
     cancel_reason: str = Reason.SHUTDOWN
+    #: One judge call for the scorers judging a run with the same judge (judge.fused).
+    fuse: bool = False
 
     def reset_after_fork(self) -> None:
         """In a forked child: no judgements in flight, an empty cache, fresh locks."""
@@ -145,13 +148,21 @@ class Evaluation:
             logger.debug("span %s not scored: %s (%s)", span.name, captured.reason,
                          captured.detail)
             return []
-        results = await asyncio.gather(*(self._score(span, slot, captured)
+        batches = call_batches((s.name, s.scorer) for s in job.slots) if self.fuse else {}
+        results = await asyncio.gather(*(self._score(span, slot, captured,
+                                                     batches.get(slot.name))
                                           for slot in job.slots))
         return [result for result in results if result is not None]
 
-    async def _score(self, span: ReadableSpan, slot: Slot, captured: Captured
-                     ) -> ScoreResult | None:
-        """Judge one run with one scorer; counts exactly one terminal decision."""
+    async def _score(self, span: ReadableSpan, slot: Slot, captured: Captured,
+                     batch: CallBatch | None = None) -> ScoreResult | None:
+        """Judge one run with one scorer; counts exactly one terminal decision. With a
+        ``batch``, this task is one of the scorers sharing a judge call."""
+        with judging_in(batch):
+            return await self._score_alone(span, slot, captured)
+
+    async def _score_alone(self, span: ReadableSpan, slot: Slot, captured: Captured
+                           ) -> ScoreResult | None:
         attributes: dict[str, Any] = {}
         counted = False
         run = captured.run
@@ -299,3 +310,4 @@ def decision_of(result: ScoreResult) -> tuple[str, str | None, str | None]:
     if result.error.type == "invalid_input":
         return Decision.FILTERED, Reason.INVALID_INPUT, None
     return Decision.ERROR, None, result.error.type
+

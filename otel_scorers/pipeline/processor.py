@@ -75,6 +75,8 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
       ``truncate`` (``max_reason_chars`` each) or ``none`` for content-free telemetry.
     - ``queue_size``, ``concurrency``, ``cache_ttl_s``, ``evaluation_timeout_s``,
       ``hold_timeout_s``, ``max_held``, ``shutdown_timeout_s``, ``assemble_from_trace``.
+    - ``fuse_judge_calls``: one judge call for the scorers that judge a run with the same judge
+      (see :mod:`otel_scorers.judge.fused`).
     """
 
     def __init__(
@@ -106,6 +108,7 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
         exported_content: Literal["keep", "strip"] | None = None,
         log_wait_s: float | None = None,
         max_agents: int | None = None,
+        fuse_judge_calls: bool | None = None,
         capture_limits: Limits | None = None,
         config: str | Path | None = None,
     ) -> None:
@@ -117,7 +120,7 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
             "max_held": max_held, "shutdown_timeout_s": shutdown_timeout_s,
             "exit_timeout_s": exit_timeout_s, "assemble_from_trace": assemble_from_trace,
             "exported_content": exported_content, "log_wait_s": log_wait_s,
-            "max_agents": max_agents}, config)
+            "max_agents": max_agents, "fuse_judge_calls": fuse_judge_calls}, config)
         self.settings = settings
         #: Why scoring is off (bad ``OTEL_SCORERS_*`` variables), or empty.
         self.disabled_because = problems

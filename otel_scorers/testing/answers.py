@@ -154,6 +154,7 @@ def alignment_answer(user: Sequence[float] | None = None, system: Sequence[float
 Responder = Callable[[RecordedRequest], Answer]
 
 _CRITERION_LINE = re.compile(r"^c(\d+): ", re.MULTILINE)
+_PART_BLOCK = re.compile(r'^PART \d+ \(answer under "part(\d+)"\)$', re.MULTILINE)
 
 
 def judge_responder(*, satisfied: bool | Callable[[int, str], bool] = True,
@@ -164,21 +165,32 @@ def judge_responder(*, satisfied: bool | Callable[[int, str], bool] = True,
     """A responder that answers any rubric or prompt-alignment request of this library.
 
     Rubric requests get one verdict per criterion (``satisfied``, or ``satisfied(i, text)``
-    per criterion); alignment requests get the dimension scores their mode asks for.
+    per criterion); alignment requests get the dimension scores their mode asks for; a fused
+    call gets each part's answer under its key.
     """
-    def respond(request: RecordedRequest) -> Answer:
-        user_text = request.messages[-1].get("content", "") if request.messages else ""
-        criteria = _CRITERION_LINE.findall(str(user_text))
-        if criteria:
-            texts = re.findall(r"^c\d+: (.*)$", str(user_text), re.MULTILINE)
+    def answer(instructions: str, user_text: str) -> Mapping[str, Any]:
+        criteria = _CRITERION_LINE.findall(user_text)
+        if criteria and "rubric of criteria" in instructions:
+            texts = re.findall(r"^c\d+: (.*)$", user_text, re.MULTILINE)
             verdicts = [satisfied(i, t) if callable(satisfied) else satisfied
                         for i, t in enumerate(texts, start=1)]
-            content: Mapping[str, Any] = rubric_answer(verdicts)
+            return rubric_answer(verdicts)
+        return alignment_answer(
+            user=user if '"userAlignment"' in instructions else None,
+            system=system if '"systemCompliance"' in instructions else None)
+
+    def respond(request: RecordedRequest) -> Answer:
+        user_text = str(request.messages[-1].get("content", "")) if request.messages else ""
+        system_text = str(request.messages[0].get("content", "")) if request.messages else ""
+        parts = _PART_BLOCK.split(system_text)
+        if len(parts) > 1:  # a fused call: one answer per part, keyed part1, part2, ...
+            content: Mapping[str, Any] = {
+                f"part{index}": answer(block, user_text)
+                for index, block in zip(parts[1::2], parts[2::2], strict=True)}
+        elif _CRITERION_LINE.search(user_text):
+            content = answer("rubric of criteria", user_text)
         else:
-            task = str(user_text)
-            content = alignment_answer(
-                user=user if '"userAlignment"' in task else None,
-                system=system if '"systemCompliance"' in task else None)
+            content = answer(user_text, user_text)
         return reply(content, delay_s=delay_s, prompt_tokens=prompt_tokens,
                      completion_tokens=completion_tokens)
     return respond
