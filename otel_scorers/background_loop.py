@@ -24,7 +24,8 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-__all__ = ["at_main_thread_exit", "before_exit", "in_loop", "on_loop", "run_sync", "submit"]
+__all__ = ["at_main_thread_exit", "before_exit", "close_at_exit", "in_loop", "on_loop",
+           "run_sync", "submit"]
 
 T = TypeVar("T")
 
@@ -56,6 +57,13 @@ if hasattr(os, "register_at_fork"):
 
 
 _exit_hooks: list[weakref.WeakMethod[Callable[[], Any]]] = []
+_closers: list[Callable[[], Coroutine[Any, Any, Any]]] = []
+
+
+def close_at_exit(closer: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+    """Await ``closer()`` on the loop at exit, before it stops (HTTP sessions bound to it)."""
+    if closer not in _closers:
+        _closers.append(closer)
 _main_exit_hooks: list[weakref.WeakMethod[Callable[[], Any]]] = []
 _main_exit_registered = False
 
@@ -116,6 +124,9 @@ def _close_at_exit() -> None:
         return
 
     async def close_clients() -> None:
+        for close in _closers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(close(), timeout=2.0)
         litellm = sys.modules.get("litellm")
         closer = getattr(litellm, "close_litellm_async_clients", None)
         if closer is not None:

@@ -47,6 +47,9 @@ ENV_VARS: Mapping[str, EnvVar] = {
                                             "max tokens per judge answer"),
     "OTEL_SCORERS_JUDGE_STRUCTURED_OUTPUT": EnvVar(("judge", "structured_output"), str,
                                                    "auto|json_schema|json_object|..."),
+    "OTEL_SCORERS_JUDGE_TRANSPORT": EnvVar(("judge", "transport"), str,
+                                           "auto (direct HTTP to an OpenAI-compatible "
+                                           "api_base) | litellm"),
     "OTEL_SCORERS_REDACT": EnvVar(("judge", "redact"), _bool,
                                   "redact PII and secrets before judging"),
     "OTEL_SCORERS_SCORERS": EnvVar(("scorers",), _list,
@@ -96,7 +99,7 @@ ENV_VARS: Mapping[str, EnvVar] = {
     "OTEL_SCORERS_LOG_WAIT_S": EnvVar(("log_wait_s",), float,
                                       "seconds a run without content waits for its log "
                                       "records"),
-    "OTEL_SCORERS_FUSE_JUDGE_CALLS": EnvVar(("fuse_judge_calls",), bool,
+    "OTEL_SCORERS_FUSE_JUDGE_CALLS": EnvVar(("fuse_judge_calls",), _bool,
                                             "one judge call for the scorers judging a run with "
                                             "the same judge"),
 }

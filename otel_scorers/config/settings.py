@@ -37,6 +37,7 @@ class JudgeSettings(_Strict):
     max_retries: int = Field(default=3, ge=0)
     structured_output: Literal["auto", "json_schema", "json_object", "json_object_schema",
                                "prompt"] = "auto"
+    transport: Literal["auto", "litellm"] = "auto"
     redact: bool = False
 
 

@@ -41,6 +41,7 @@ from otel_scorers.errors import (
 )
 from otel_scorers.judge.fence import FENCE_RULES, Fence, truncate
 from otel_scorers.judge.fused import MEMBER
+from otel_scorers.judge.openai_compatible import DirectTransport, applies
 from otel_scorers.judge.provider import (
     content_of,
     cost_of,
@@ -122,6 +123,7 @@ class JudgeClient:
         redactor: Redactor | bool | None = None,
         max_field_chars: int = 12_000,
         extra_params: Mapping[str, Any] | None = None,
+        transport: Literal["auto", "litellm"] = "auto",
     ) -> None:
         resolved = model or os.environ.get(ENV_MODEL) or DEFAULT_LOCAL_MODEL
         if "/" not in resolved and not resolved.startswith(("gpt-", "o1", "o3", "o4", "claude")):
@@ -153,6 +155,14 @@ class JudgeClient:
             redactor or None)
         self.max_field_chars = max_field_chars
         self.extra_params = dict(extra_params or {})
+        if transport not in ("auto", "litellm"):
+            raise ConfigError(f"transport must be 'auto' or 'litellm', got {transport!r}")
+        #: The direct transport for an OpenAI-compatible endpoint (see
+        #: :mod:`otel_scorers.judge.openai_compatible`), else ``None``: litellm.
+        self.direct: DirectTransport | None = None
+        if transport == "auto" and self.api_base and applies(resolved, self.api_base,
+                                                              self.extra_params):
+            self.direct = DirectTransport(resolved, self.api_base, self._api_key)
 
     def __repr__(self) -> str:
         return f"JudgeClient(model={self.model!r}, api_base={self.api_base!r})"
@@ -330,9 +340,12 @@ class JudgeClient:
             if remaining <= 0:
                 raise JudgeTimeoutError(f"judge deadline of {self.total_timeout_s:g}s spent")
             meter.calls += 1
+            direct = self.direct
             try:
-                response = await asyncio.wait_for(litellm.acompletion(**kwargs),
-                                                  timeout=min(self.timeout_s + 5.0, remaining))
+                call = direct.complete(kwargs) if direct is not None else \
+                    litellm.acompletion(**kwargs)
+                response = await asyncio.wait_for(call, timeout=min(self.timeout_s + 5.0,
+                                                                    remaining))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -349,5 +362,7 @@ class JudgeClient:
                 await asyncio.sleep(delay)
                 continue
             free = self.model.startswith("local/")  # the embedded model costs nothing
-            meter.add(response, 0.0 if free else cost_of(litellm, response))
+            cost = direct.cost(litellm, response) if direct is not None else (
+                0.0 if free else cost_of(litellm, response))
+            meter.add(response, cost)
             return content_of(response)

@@ -87,7 +87,8 @@ def classify_exception(exc: BaseException) -> JudgeError:
         return error
     response = _http_response(chain)
     if response is not None:
-        return _from_status(int(response.status_code), getattr(response, "headers", {}), message)
+        return error_for_status(int(response.status_code), getattr(response, "headers", {}),
+                                message)
     names = {type(e).__name__ for e in chain}
     if any(isinstance(e, TimeoutError | asyncio.TimeoutError) for e in chain) or names & {
         "Timeout", "APITimeoutError", "ReadTimeout", "ConnectTimeout", "WriteTimeout",
@@ -103,11 +104,12 @@ def classify_exception(exc: BaseException) -> JudgeError:
         return JudgeResponseError(f"judge returned an unreadable response: {message}")
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):
-        return _from_status(status, {}, message)
+        return error_for_status(status, {}, message)
     return JudgeResponseError(f"judge call failed: {message}")
 
 
-def _from_status(status: int, headers: Mapping[str, str] | Any, message: str) -> JudgeError:
+def error_for_status(status: int, headers: Mapping[str, str] | Any, message: str) -> JudgeError:
+    """The :class:`JudgeError` for an HTTP status (``Retry-After`` read from ``headers``)."""
     if status == 429:
         return JudgeRateLimitError(f"judge rate limited (HTTP 429): {message}",
                                    retry_after_s=retry_after_s(headers))

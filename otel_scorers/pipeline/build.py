@@ -197,7 +197,8 @@ def judge_from(settings: JudgeSettings) -> JudgeClient:
         api_key=settings.api_key.get_secret_value() if settings.api_key else None,
         temperature=settings.temperature, max_tokens=settings.max_tokens,
         timeout_s=settings.timeout_s, retry=RetryPolicy(max_retries=settings.max_retries),
-        structured_output=settings.structured_output, redactor=settings.redact)
+        structured_output=settings.structured_output, redactor=settings.redact,
+        transport=settings.transport)
 
 
 def scorers_from(settings: Settings) -> list[ScorerSpec]:

@@ -1,4 +1,6 @@
-"""The judge client against the scripted server: litellm makes real HTTP calls to 127.0.0.1."""
+"""The judge client against the scripted server: real HTTP calls to 127.0.0.1, every test that
+builds its scorer with ``scorer_for`` run twice: through the direct transport (an
+``openai/`` judge with an ``api_base``) and through litellm (``transport="litellm"``)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import itertools
 import json
 import socket
 import time
+from collections.abc import Iterator
 
 import pytest
 from opentelemetry import context as otel_context
@@ -27,8 +30,20 @@ RUN = {"input": "Say hi", "output": "hi"}
 FAST = RetryPolicy(max_retries=3, initial_backoff_s=0.01, max_backoff_s=0.05)
 
 
+@pytest.fixture(autouse=True, params=["auto", "litellm"])
+def transport(request: pytest.FixtureRequest) -> Iterator[str]:
+    global TRANSPORT
+    TRANSPORT = request.param
+    yield request.param
+    TRANSPORT = "auto"
+
+
+TRANSPORT = "auto"
+
+
 def scorer_for(server: ScriptedJudgeServer, **options: object) -> RubricScorer:
     options.setdefault("retry", FAST)
+    options.setdefault("transport", TRANSPORT)
     options.setdefault("timeout_s", 2.0)
     return RubricScorer(server.model, "- greets the user", api_base=server.url,
                         api_key="test-key", **options)

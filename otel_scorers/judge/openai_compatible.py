@@ -1,0 +1,194 @@
+"""The direct transport: a judge on an OpenAI-compatible endpoint called without litellm's
+per-call machinery.
+
+Profiled on this library's judge calls (docs/performance.md), litellm spends most of an
+evaluation's CPU around the HTTP request rather than in it: a logging object, callbacks and
+hidden-parameter bookkeeping per call, a price computed through the full cost calculator, the
+OpenAI SDK's request building and response models, and an httpx-to-aiohttp bridge. For a
+``openai/<model>`` judge with an explicit ``api_base`` (vLLM, llama.cpp's server, Ollama's
+``/v1``, LM Studio, a gateway) the request is plain JSON over HTTP, so this module sends it
+itself: one shared ``aiohttp.ClientSession`` per process and event loop (connections kept
+alive; httpx's pool was tried first and scans every pooled connection on every request, which
+cost more than it saved at 32 concurrent calls),
+the same body litellm would send, the same status-to-error mapping
+(:func:`otel_scorers.judge.retry.error_for_status`), and the price from litellm's table,
+looked up once per model. Every other judge (a provider's own API, ``extra_params``, the
+embedded local model) goes through litellm as before; ``transport="litellm"`` forces it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from dataclasses import dataclass
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+from otel_scorers import background_loop
+from otel_scorers.errors import (
+    JudgeAuthError,
+    JudgeConnectionError,
+    JudgeResponseError,
+    JudgeTimeoutError,
+)
+from otel_scorers.judge.retry import error_for_status
+
+__all__ = ["DirectTransport", "applies"]
+
+#: Request keys litellm takes for itself; the rest of its keyword arguments is the JSON body.
+_LITELLM_ONLY = frozenset({"model", "timeout", "max_retries", "num_retries", "drop_params",
+                           "api_base", "api_key"})
+#: The most of a response body read (a judge answer is a few kB; a hostile endpoint may
+#: stream forever).
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+
+
+def applies(model: str, api_base: str | None, extra_params: dict[str, Any]) -> bool:
+    """Whether a judge can use the direct transport: an OpenAI-compatible endpoint given by
+    URL, and no provider parameters that litellm would translate."""
+    return (model.startswith("openai/") and api_base is not None
+            and api_base.startswith(("http://", "https://")) and not extra_params)
+
+
+@dataclass
+class _Prices:
+    input_per_token: float
+    output_per_token: float
+
+
+class DirectTransport:
+    """POST ``{api_base}/chat/completions`` with a shared client (see the module docstring)."""
+
+    def __init__(self, model: str, api_base: str, api_key: str | None) -> None:
+        self.model = model
+        self.name = model.split("/", 1)[1]
+        self.url = api_base.rstrip("/") + "/chat/completions"
+        # as litellm does for openai/ models: the given key, else OPENAI_API_KEY
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if key:
+            self._headers["Authorization"] = f"Bearer {key}"
+        self._prices: _Prices | bool | None = False  # False: not looked up yet
+
+    async def complete(self, kwargs: dict[str, Any]) -> Any:
+        """One chat completion; the response in the shape litellm returns (``choices``,
+        ``usage``), or a :class:`JudgeError`."""
+        import aiohttp
+
+        body = {key: value for key, value in kwargs.items() if key not in _LITELLM_ONLY}
+        body["model"] = self.name
+        session = _session()
+        timeout = aiohttp.ClientTimeout(total=float(kwargs.get("timeout") or 60.0))
+        try:
+            async with session.post(self.url, data=json.dumps(body).encode(),
+                                    headers=self._headers, timeout=timeout,
+                                    allow_redirects=False) as response:
+                status, headers = response.status, response.headers
+                data = await _read_limited(response)
+        except asyncio.TimeoutError as exc:  # aiohttp's own timeouts are TimeoutErrors
+            raise JudgeTimeoutError(f"judge call timed out: {type(exc).__name__}") from None
+        except (aiohttp.ClientConnectionError, OSError) as exc:
+            raise JudgeConnectionError(
+                f"could not reach the judge: {type(exc).__name__}: {exc}") from None
+        except aiohttp.ClientError as exc:  # a malformed response (payload, headers)
+            raise JudgeResponseError(
+                f"judge returned an unreadable response: {type(exc).__name__}") from None
+        if status != 200:
+            error = error_for_status(status, headers, _error_text(data))
+            if isinstance(error, JudgeAuthError):
+                error.missing = "Authorization" not in self._headers
+            raise error
+        try:
+            payload = json.loads(data)
+            choice = payload["choices"][0]
+            message = choice["message"]
+            usage = payload.get("usage") or {}
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            raise JudgeResponseError(
+                "judge returned an unreadable response: not a chat completion "
+                f"({len(data)} bytes)") from None
+        return SimpleNamespace(
+            choices=[SimpleNamespace(finish_reason=choice.get("finish_reason"),
+                                     message=SimpleNamespace(content=message.get("content")))],
+            usage=SimpleNamespace(prompt_tokens=_int(usage.get("prompt_tokens")),
+                                  completion_tokens=_int(usage.get("completion_tokens"))))
+
+    def cost(self, litellm: ModuleType, response: Any) -> float | None:
+        """The call's price from litellm's table (per-token prices looked up once)."""
+        if self._prices is False:
+            self._prices = _prices(litellm, self.model)
+        if not isinstance(self._prices, _Prices):
+            return None
+        usage = response.usage
+        cost: float = (usage.prompt_tokens * self._prices.input_per_token
+                       + usage.completion_tokens * self._prices.output_per_token)
+        return cost
+
+#: One session per process and event loop, shared by every direct judge (a process's judges
+#: all run on the library's background loop).
+_sessions: dict[tuple[int, int], Any] = {}
+
+
+def _session() -> Any:
+    import aiohttp
+
+    key = (os.getpid(), id(asyncio.get_running_loop()))
+    session = _sessions.get(key)
+    if session is None or session.closed:
+        if not _sessions:
+            background_loop.close_at_exit(_close_sessions)
+        for other in [k for k in _sessions if k[0] != key[0]]:
+            del _sessions[other]  # a parent process's sessions are not ours
+        session = _sessions[key] = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=256, limit_per_host=256),
+            trust_env=False, cookie_jar=aiohttp.DummyCookieJar())
+    return session
+
+
+async def _close_sessions() -> None:
+    """At exit, on the loop: close this loop's session (an unclosed one warns at exit)."""
+    key = (os.getpid(), id(asyncio.get_running_loop()))
+    session = _sessions.pop(key, None)
+    if session is not None:
+        await session.close()
+
+
+async def _read_limited(response: Any) -> bytes:
+    chunks, size = [], 0
+    async for chunk in response.content.iter_chunked(65_536):
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise JudgeResponseError(
+                f"judge response is larger than {MAX_RESPONSE_BYTES // (1024 * 1024)} MB")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _error_text(data: bytes) -> str:
+    """The provider's error message (OpenAI error format), else the start of the body."""
+    try:
+        payload = json.loads(data)
+        message = payload["error"]["message"] if isinstance(payload.get("error"), dict) \
+            else payload.get("error") or payload.get("message")
+        if isinstance(message, str):
+            return message[:500]
+    except (ValueError, AttributeError, KeyError, TypeError):
+        pass
+    return data[:200].decode("utf-8", "replace")
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
+def _prices(litellm: ModuleType, model: str) -> _Prices | None:
+    try:
+        per_input, _ = litellm.cost_per_token(model=model, prompt_tokens=1_000_000,
+                                              completion_tokens=0)
+        _, per_output = litellm.cost_per_token(model=model, prompt_tokens=0,
+                                               completion_tokens=1_000_000)
+    except Exception:  # a model litellm's price table does not know: unpriced
+        return None
+    return _Prices(per_input / 1_000_000, per_output / 1_000_000)
+

@@ -1,0 +1,97 @@
+"""The direct transport for OpenAI-compatible endpoints: when it is used, the same judgement,
+usage and price as through litellm, and safe against a hostile endpoint (no redirects followed,
+bounded bodies, no key echoed). The error mapping of both transports is in test_client.py,
+which runs each scorer-level test through both."""
+
+from __future__ import annotations
+
+import pytest
+
+from otel_scorers import RubricScorer
+from otel_scorers.judge.client import JudgeClient
+from otel_scorers.judge.retry import RetryPolicy
+from otel_scorers.testing import Answer, ScriptedJudgeServer, fault, garbage, rubric_answer
+
+RUN = {"input": "Say hi", "output": "hi"}
+FAST = RetryPolicy(max_retries=1, initial_backoff_s=0.01, max_backoff_s=0.02)
+
+
+def test_which_judges_go_direct() -> None:
+    base = "http://127.0.0.1:9/v1"
+    assert JudgeClient("openai/x", api_base=base).direct is not None
+    assert JudgeClient("openai/x", api_base=base, transport="litellm").direct is None
+    assert JudgeClient("openai/x", api_base=base, extra_params={"seed": 1}).direct is None
+    assert JudgeClient("openai/gpt-4o-mini").direct is None  # the provider's own API
+    assert JudgeClient("anthropic/claude-3-5-haiku", api_base=base).direct is None
+    assert JudgeClient("local/smollm2").direct is None
+
+
+def test_same_judgement_usage_and_price_as_litellm(judge_server: ScriptedJudgeServer) -> None:
+    results = {}
+    for transport in ("auto", "litellm"):
+        judge_server.script(rubric_answer([True], reasoning=["greets"]))
+        judge = JudgeClient("openai/gpt-4o-mini", api_base=judge_server.url, api_key="k",
+                            transport=transport, structured_output="json_object")
+        assert (judge.direct is not None) == (transport == "auto")
+        results[transport] = RubricScorer(judge, "- greets the user").run(RUN)
+    direct, litellm = results["auto"], results["litellm"]
+    assert direct.score == litellm.score == 1.0
+    assert direct.reason == litellm.reason
+    assert direct.judge is not None and litellm.judge is not None
+    assert direct.judge.prompt_tokens == litellm.judge.prompt_tokens
+    assert direct.judge.completion_tokens == litellm.judge.completion_tokens
+    assert direct.judge.cost_usd is not None and litellm.judge.cost_usd is not None
+    assert direct.judge.cost_usd == pytest.approx(litellm.judge.cost_usd, rel=1e-9)
+    first, second = judge_server.requests[-2].body, judge_server.requests[-1].body
+    assert first["messages"][0] == second["messages"][0]  # the same system prompt
+    for key in ("model", "temperature", "max_tokens", "response_format"):
+        assert first[key] == second[key], key
+
+
+def test_unpriced_model_has_no_cost(judge_server: ScriptedJudgeServer) -> None:
+    judge_server.script(rubric_answer([True]))
+    result = RubricScorer("openai/my-own-model", "- greets", api_base=judge_server.url).run(RUN)
+    assert result.score == 1.0 and result.judge is not None
+    assert result.judge.cost_usd is None
+
+
+def test_a_redirect_is_not_followed(judge_server: ScriptedJudgeServer) -> None:
+    """A hostile or misconfigured endpoint cannot send the key elsewhere."""
+    judge_server.script(Answer(status=307, headers={"Location": "http://127.0.0.1:9/steal"}))
+    result = RubricScorer(judge_server.model, "- greets", api_base=judge_server.url,
+                          api_key="sk-secret-123456789", retry=FAST).run(RUN)
+    assert result.error is not None and result.error.type == "invalid_response"
+    assert len(judge_server.requests) == 1
+
+
+def test_a_huge_body_is_cut_and_an_error(judge_server: ScriptedJudgeServer) -> None:
+    judge_server.script(garbage(b"x" * (9 * 1024 * 1024)))
+    result = RubricScorer(judge_server.model, "- greets", api_base=judge_server.url,
+                          retry=FAST).run(RUN)
+    assert result.error is not None and result.error.type == "invalid_response"
+    assert "larger than 8 MB" in result.error.message
+
+
+def test_the_key_is_never_echoed(judge_server: ScriptedJudgeServer) -> None:
+    key = "sk-live-abcdefghijklmnopqrstuvwx"
+    judge_server.script(fault(401, message=f"Incorrect API key provided: {key}"))
+    result = RubricScorer(judge_server.model, "- greets", api_base=judge_server.url,
+                          api_key=key, retry=FAST).run(RUN)
+    assert result.error is not None and result.error.type == "auth"
+    assert key not in result.error.message and key not in result.reason
+    assert "OTEL_SCORERS_JUDGE_API_KEY" in result.error.message
+
+
+def test_no_key_sends_no_authorization(judge_server: ScriptedJudgeServer,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local OpenAI-compatible server needs no key: none is made up; OPENAI_API_KEY is
+    sent when set, as litellm does for openai/ models."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    judge_server.script(rubric_answer([True]), rubric_answer([True]))
+    assert RubricScorer(judge_server.model, "- greets", api_base=judge_server.url
+                        ).run(RUN).score == 1.0
+    assert "authorization" not in judge_server.requests[-1].headers
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    assert RubricScorer(judge_server.model, "- greets", api_base=judge_server.url
+                        ).run(RUN).score == 1.0
+    assert judge_server.requests[-1].headers["authorization"] == "Bearer sk-from-env"
