@@ -204,6 +204,8 @@ class JudgeClient:
         """Whether litellm's price table knows this model (loads litellm: seconds, once)."""
         if self.model.startswith("local/"):
             return True  # the embedded model costs nothing
+        if self.direct is not None:
+            return self.direct.priced()
         litellm = load_litellm()
         try:
             litellm.cost_per_token(model=self.model, prompt_tokens=1000, completion_tokens=0)
@@ -239,7 +241,8 @@ class JudgeClient:
 
     async def _judge(self, request: JudgeRequest[T]) -> Judgement[T]:
         deadline = time.monotonic() + self.total_timeout_s
-        litellm = await asyncio.to_thread(load_litellm)
+        # the direct transport needs no litellm (nor its import, seconds and a large heap)
+        litellm = None if self.direct is not None else await asyncio.to_thread(load_litellm)
         meter = Meter(self.model)  # latency counts the judge, not the one-time import
         try:
             mode = self._mode(litellm)
@@ -292,16 +295,20 @@ class JudgeClient:
             text = self.redactor(text)
         return truncate(text, self.max_field_chars)
 
-    def structured_mode(self, litellm: ModuleType) -> StructuredOutput:
+    def structured_mode(self, litellm: ModuleType | None) -> StructuredOutput:
         """How this client asks for JSON: ``json_schema`` when the provider enforces a schema
         (litellm knows), else JSON mode with the schema in the prompt."""
         return self._mode(litellm)
 
-    def _mode(self, litellm: ModuleType) -> StructuredOutput:
+    def _mode(self, litellm: ModuleType | None) -> StructuredOutput:
         if self.structured_output != "auto":
             return self.structured_output
         if self.model.startswith("local/"):
             return "json_object_schema"
+        if self.direct is not None:
+            return "json_schema" if self.direct.supports_schema() else "json_object"
+        if litellm is None:
+            litellm = load_litellm()
         try:
             supported = bool(litellm.supports_response_schema(model=self.model))
         except Exception:  # an unknown model string: fall back to JSON mode
@@ -319,7 +326,7 @@ class JudgeClient:
             return {"type": "json_object", "schema": answer_schema(model)}
         return None
 
-    async def _complete(self, litellm: ModuleType, messages: list[dict[str, str]],
+    async def _complete(self, litellm: ModuleType | None, messages: list[dict[str, str]],
                         request: JudgeRequest[Any], mode: StructuredOutput, meter: Meter,
                         deadline: float) -> str:
         kwargs: dict[str, Any] = {
@@ -343,7 +350,7 @@ class JudgeClient:
             direct = self.direct
             try:
                 call = direct.complete(kwargs) if direct is not None else \
-                    litellm.acompletion(**kwargs)
+                    litellm.acompletion(**kwargs)  # type: ignore[union-attr]
                 response = await asyncio.wait_for(call, timeout=min(self.timeout_s + 5.0,
                                                                     remaining))
             except asyncio.CancelledError:
@@ -362,7 +369,7 @@ class JudgeClient:
                 await asyncio.sleep(delay)
                 continue
             free = self.model.startswith("local/")  # the embedded model costs nothing
-            cost = direct.cost(litellm, response) if direct is not None else (
-                0.0 if free else cost_of(litellm, response))
+            cost = direct.cost(response) if direct is not None else (
+                0.0 if free else cost_of(litellm, response))  # type: ignore[arg-type]
             meter.add(response, cost)
             return content_of(response)

@@ -1,28 +1,37 @@
-"""The direct transport: a judge on an OpenAI-compatible endpoint called without litellm's
-per-call machinery.
+"""The direct transport: a judge on an OpenAI-compatible endpoint called without litellm.
 
 Profiled on this library's judge calls (docs/performance.md), litellm spends most of an
 evaluation's CPU around the HTTP request rather than in it: a logging object, callbacks and
 hidden-parameter bookkeeping per call, a price computed through the full cost calculator, the
-OpenAI SDK's request building and response models, and an httpx-to-aiohttp bridge. For a
+OpenAI SDK's request building and response models, and an httpx-to-aiohttp bridge. For an
 ``openai/<model>`` judge with an explicit ``api_base`` (vLLM, llama.cpp's server, Ollama's
 ``/v1``, LM Studio, a gateway) the request is plain JSON over HTTP, so this module sends it
-itself: one shared ``aiohttp.ClientSession`` per process and event loop (connections kept
-alive; httpx's pool was tried first and scans every pooled connection on every request, which
-cost more than it saved at 32 concurrent calls),
-the same body litellm would send, the same status-to-error mapping
-(:func:`otel_scorers.judge.retry.error_for_status`), and the price from litellm's table,
-looked up once per model. Every other judge (a provider's own API, ``extra_params``, the
-embedded local model) goes through litellm as before; ``transport="litellm"`` forces it.
+itself:
+
+- one shared ``aiohttp.ClientSession`` per process and event loop, connections kept alive
+  (httpx's pool was tried first: it scans every pooled connection on every request, which
+  cost more than it saved at 32 concurrent calls);
+- the same body litellm would send and the same status-to-error mapping
+  (:func:`otel_scorers.judge.retry.error_for_status`); redirects are not followed and a body
+  over 8 MB is an error;
+- the price and JSON-schema support from litellm's bundled model table, read as JSON, so
+  litellm is not imported at all. That saves its 6-9 s import and, more, its large heap:
+  every full garbage collection of the process walks it, and those pauses (0.2-0.3 s) were
+  what kept 32 concurrent judge calls of 0.2 s from their ceiling.
+
+Every other judge (a provider's own API, ``extra_params``, the embedded local model) goes
+through litellm as before; ``transport="litellm"`` forces it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib.util
 import json
 import os
-from dataclasses import dataclass
-from types import ModuleType, SimpleNamespace
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from otel_scorers import background_loop
@@ -51,12 +60,6 @@ def applies(model: str, api_base: str | None, extra_params: dict[str, Any]) -> b
             and api_base.startswith(("http://", "https://")) and not extra_params)
 
 
-@dataclass
-class _Prices:
-    input_per_token: float
-    output_per_token: float
-
-
 class DirectTransport:
     """POST ``{api_base}/chat/completions`` with a shared client (see the module docstring)."""
 
@@ -69,7 +72,6 @@ class DirectTransport:
         self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
-        self._prices: _Prices | bool | None = False  # False: not looked up yet
 
     async def complete(self, kwargs: dict[str, Any]) -> Any:
         """One chat completion; the response in the shape litellm returns (``choices``,
@@ -114,16 +116,55 @@ class DirectTransport:
             usage=SimpleNamespace(prompt_tokens=_int(usage.get("prompt_tokens")),
                                   completion_tokens=_int(usage.get("completion_tokens"))))
 
-    def cost(self, litellm: ModuleType, response: Any) -> float | None:
-        """The call's price from litellm's table (per-token prices looked up once)."""
-        if self._prices is False:
-            self._prices = _prices(litellm, self.model)
-        if not isinstance(self._prices, _Prices):
+    def cost(self, response: Any) -> float | None:
+        """The call's price from litellm's price table (``None``: a model it does not price)."""
+        entry = model_entry(self.model)
+        if entry is None:
             return None
         usage = response.usage
-        cost: float = (usage.prompt_tokens * self._prices.input_per_token
-                       + usage.completion_tokens * self._prices.output_per_token)
+        cost: float = (usage.prompt_tokens * entry["input_cost_per_token"]
+                       + usage.completion_tokens * entry["output_cost_per_token"])
         return cost
+
+    def priced(self) -> bool:
+        return model_entry(self.model) is not None
+
+    def supports_schema(self) -> bool:
+        """Whether litellm's table says the model enforces a JSON schema."""
+        entry = model_entry(self.model)
+        return entry is not None and bool(entry.get("supports_response_schema"))
+
+
+@functools.cache
+def _table() -> dict[str, Any]:
+    """litellm's bundled model table (prices, capabilities), read as JSON: the same table
+    litellm itself uses with ``LITELLM_LOCAL_MODEL_COST_MAP`` (this library's default),
+    without importing litellm."""
+    spec = importlib.util.find_spec("litellm")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        path = Path(location) / "model_prices_and_context_window_backup.json"
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(loaded, dict):
+            return loaded
+    return {}
+
+
+def model_entry(model: str) -> dict[str, Any] | None:
+    """The table's entry for ``openai/<name>`` (looked up as litellm does: by the name), when
+    it has per-token prices."""
+    table = _table()
+    entry = table.get(model) or table.get(model.split("/", 1)[-1])
+    if not isinstance(entry, dict):
+        return None
+    prices = (entry.get("input_cost_per_token"), entry.get("output_cost_per_token"))
+    if not all(isinstance(p, int | float) for p in prices):
+        return None
+    return entry
+
 
 #: One session per process and event loop, shared by every direct judge (a process's judges
 #: all run on the library's background loop).
@@ -180,15 +221,3 @@ def _error_text(data: bytes) -> str:
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and value >= 0 else 0
-
-
-def _prices(litellm: ModuleType, model: str) -> _Prices | None:
-    try:
-        per_input, _ = litellm.cost_per_token(model=model, prompt_tokens=1_000_000,
-                                              completion_tokens=0)
-        _, per_output = litellm.cost_per_token(model=model, prompt_tokens=0,
-                                               completion_tokens=1_000_000)
-    except Exception:  # a model litellm's price table does not know: unpriced
-        return None
-    return _Prices(per_input / 1_000_000, per_output / 1_000_000)
-
