@@ -80,7 +80,7 @@ def scoring_provider(url: str, *, ratio: float, concurrency: int = 8, queue_size
                      scorers: Sequence[str] = ("rubric", "prompt_alignment"),
                      cache_ttl_s: float = 600.0, collect: bool = True,
                      exporter: SpanExporter | None = None,
-                     fuse_judge_calls: bool = False) -> Config:
+                     fuse_judge_calls: bool = False, isolation: str = "thread") -> Config:
     """The same pipeline with the scoring processor first (default settings unless given)."""
     provider = TracerProvider(resource=RESOURCE)
     # a priced model name (the scripted server answers to any): litellm prices it, as in
@@ -95,7 +95,7 @@ def scoring_provider(url: str, *, ratio: float, concurrency: int = 8, queue_size
             metric_readers=[InMemoryMetricReader()]),
         concurrency=concurrency, queue_size=queue_size, cache_ttl_s=cache_ttl_s,
         events=False, exporter=exporter, shutdown_timeout_s=0.2,  # no draining in benches
-        fuse_judge_calls=fuse_judge_calls)
+        fuse_judge_calls=fuse_judge_calls, isolation=isolation)
     provider.add_span_processor(processor)
     collected = None
     if exporter is None:

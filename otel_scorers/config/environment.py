@@ -99,6 +99,9 @@ ENV_VARS: Mapping[str, EnvVar] = {
     "OTEL_SCORERS_LOG_WAIT_S": EnvVar(("log_wait_s",), float,
                                       "seconds a run without content waits for its log "
                                       "records"),
+    "OTEL_SCORERS_ISOLATION": EnvVar(("isolation",), str,
+                                     "thread (judging in the app's process) | process (in a "
+                                     "child process)"),
     "OTEL_SCORERS_FUSE_JUDGE_CALLS": EnvVar(("fuse_judge_calls",), _bool,
                                             "one judge call for the scorers judging a run with "
                                             "the same judge"),

@@ -133,3 +133,4 @@ class Settings(_Strict):
     log_wait_s: float = Field(default=5.0, ge=0)
     max_agents: int = Field(default=100, gt=0)
     fuse_judge_calls: bool = False
+    isolation: Literal["thread", "process"] = "thread"

@@ -36,6 +36,7 @@ from otel_scorers.pipeline.cache import ResultCache
 from otel_scorers.pipeline.content import ContentStripper
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.evaluation import Evaluation, Job
+from otel_scorers.pipeline.isolated import IsolatedScorers
 from otel_scorers.pipeline.sampling import Boost, Sampler, Sampling
 from otel_scorers.pipeline.selection import Selection, Selector
 from otel_scorers.pipeline.slots import ScorerSpec, Slot
@@ -109,7 +110,9 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
         extractor=extractor, limits=capture_limits or Limits(),
         rubrics=rubrics_from(settings, rubrics), buffer=buffer,
         assemble=settings.assemble_from_trace, enriched=enriched[0] if enriched else None,
-        defer=defer, fuse=settings.fuse_judge_calls)
+        defer=defer, fuse=settings.fuse_judge_calls,
+        isolated=IsolatedScorers({slot.name: slot.scorer for slot in slots})
+        if settings.isolation == "process" else None)
     return Parts(slots=slots, selector=Selector(selection or selection_from(settings.selection)),
                  buffer=buffer, counts=counts, evaluation=evaluation,
                  enriched=enriched[0] if enriched else None,

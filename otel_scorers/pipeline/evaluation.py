@@ -36,6 +36,7 @@ from otel_scorers.emit.spans import Emitter
 from otel_scorers.errors import JudgeTimeoutError
 from otel_scorers.pipeline.cache import ResultCache
 from otel_scorers.pipeline.counts import DecisionCounts
+from otel_scorers.pipeline.isolated import IsolatedScorers
 from otel_scorers.pipeline.slots import Slot
 from otel_scorers.scorers.base import Scorer
 from otel_scorers.scorers.result import ScoreError, ScoreResult
@@ -86,6 +87,8 @@ class Evaluation:
     cancel_reason: str = Reason.SHUTDOWN
     #: One judge call for the scorers judging a run with the same judge (judge.fused).
     fuse: bool = False
+    #: Scorers that judge in a child process (``isolation: process``), else ``None``.
+    isolated: IsolatedScorers | None = None
 
     def reset_after_fork(self) -> None:
         """In a forked child: no judgements in flight, an empty cache, fresh locks."""
@@ -148,7 +151,8 @@ class Evaluation:
             logger.debug("span %s not scored: %s (%s)", span.name, captured.reason,
                          captured.detail)
             return []
-        batches = call_batches((s.name, s.scorer) for s in job.slots) if self.fuse else {}
+        batches = (call_batches((s.name, s.scorer) for s in job.slots)
+                   if self.fuse and self.isolated is None else {})
         results = await asyncio.gather(*(self._score(span, slot, captured,
                                                      batches.get(slot.name))
                                           for slot in job.slots))
@@ -236,7 +240,7 @@ class Evaluation:
 
     async def _judge(self, slot: Slot, run: ScorerRun) -> ScoreResult:
         try:
-            return await asyncio.wait_for(slot.scorer.arun(run), timeout=self.timeout_s)
+            return await asyncio.wait_for(self._arun(slot, run), timeout=self.timeout_s)
         except asyncio.TimeoutError:
             error = JudgeTimeoutError(
                 f"evaluation exceeded evaluation_timeout_s={self.timeout_s:g}")
@@ -244,6 +248,20 @@ class Evaluation:
                                scale=float(getattr(slot.scorer, "scale", 1.0)),
                                error=ScoreError.from_exception(error),
                                reason=f"Not scored: {error}")
+
+    async def _arun(self, slot: Slot, run: ScorerRun) -> ScoreResult:
+        isolated = self.isolated
+        if isolated is not None and isolated.handles(slot.name):
+            try:
+                return await isolated.arun(slot.name, run)
+            except LookupError:  # the child could not rebuild this scorer: judge it here
+                pass
+        return await slot.scorer.arun(run)
+
+    async def close(self) -> None:
+        """Stop the judging process, if any (its evaluations are over or abandoned)."""
+        if self.isolated is not None:
+            await self.isolated.close()
 
     def _emit(self, span: ReadableSpan, slot: Slot, captured: Captured, result: ScoreResult,
               start_ns: int) -> dict[str, Any]:

@@ -77,6 +77,7 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
       ``hold_timeout_s``, ``max_held``, ``shutdown_timeout_s``, ``assemble_from_trace``.
     - ``fuse_judge_calls``: one judge call for the scorers that judge a run with the same judge
       (see :mod:`otel_scorers.judge.fused`).
+    - ``isolation``: ``"process"`` judges in a child process (:mod:`.isolated`).
     """
 
     def __init__(
@@ -109,6 +110,7 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
         log_wait_s: float | None = None,
         max_agents: int | None = None,
         fuse_judge_calls: bool | None = None,
+        isolation: Literal["thread", "process"] | None = None,
         capture_limits: Limits | None = None,
         config: str | Path | None = None,
     ) -> None:
@@ -120,7 +122,8 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
             "max_held": max_held, "shutdown_timeout_s": shutdown_timeout_s,
             "exit_timeout_s": exit_timeout_s, "assemble_from_trace": assemble_from_trace,
             "exported_content": exported_content, "log_wait_s": log_wait_s,
-            "max_agents": max_agents, "fuse_judge_calls": fuse_judge_calls}, config)
+            "max_agents": max_agents, "fuse_judge_calls": fuse_judge_calls,
+            "isolation": isolation}, config)
         self.settings = settings
         #: Why scoring is off (bad ``OTEL_SCORERS_*`` variables), or empty.
         self.disabled_because = problems
@@ -402,6 +405,11 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
         if self._enriched is not None:
             self._enriched.release_all(Reason.SHUTDOWN)
             self._enriched.shutdown()
+        if self._evaluation.isolated is not None:
+            try:
+                background_loop.submit(self._evaluation.close()).result(timeout=10.0)
+            except Exception:  # the loop is gone at exit: the child sees EOF and ends
+                logger.debug("otel-scorers: judging process not closed", exc_info=True)
 
     def _after_fork(self) -> None:
         """In a forked child (gunicorn, celery): every lock is new (one held by a parent's
