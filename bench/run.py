@@ -263,8 +263,9 @@ def bench_throughput(quick: bool) -> None:
     seconds = 1.0 if quick else 8.0
     settings: list[tuple[float, int, str]] = [(1.0, 8, "c8"), (1.0, 32, "c32"),
                                               (1.0, 128, "c128")]
+    settings.append((0.2, 32, "c32_l0.2"))  # the CPU-bound setting the goals are set at
     if not quick:
-        settings += [(0.2, 8, "c8_l0.2"), (0.2, 32, "c32_l0.2"), (0.2, 128, "c128_l0.2")]
+        settings += [(0.2, 8, "c8_l0.2"), (0.2, 128, "c128_l0.2")]
     print(f"throughput: {seconds:g}s measured per setting", flush=True)
     for latency in sorted({s[0] for s in settings}, reverse=True):
         with judge_server(latency) as url:
