@@ -1,13 +1,17 @@
 """A bounded queue drained by coroutines on the library's background event loop.
 
 Two ways in. ``offer`` is the hot path, shaped like the SDK's ``BatchSpanProcessor.on_end``: a
-length check and a deque append into the *intake*, with no thread-safe wake-up unless the intake
-is a quarter full (the pump looks at it every ``period_s`` anyway, and whenever an evaluation
-finishes); the pump then turns each intake item into a job, or nothing, with ``admit``, in the
-order offered. ``submit`` queues a job directly, waking an idle pump. Judge calls are I/O-bound,
-so ``concurrency`` coroutines on one event loop reach C / L evaluations per second without a
-thread per call. The pump runs on the same loop as the judge calls
-(:mod:`otel_scorers.background_loop`), so an evaluation never hops between threads.
+length check and a deque append into the *intake*. It wakes the pump (a thread-safe call, a
+few microseconds) only when the pump sleeps with free slots and last looked at the intake at
+least ``IDLE_WAKE_S`` (20 ms) ago, or when the intake is a quarter full: a busy pump looks at
+the intake whenever an evaluation finishes, and every ``period_s`` anyway. (Without the idle
+wake-up, a pipeline at rest started its next runs up to ``period_s`` late, all together, which
+kept them in lockstep; without the 20 ms, runs sampled out one by one at a high rate would
+make every ``on_end`` wake the loop.) The pump turns each intake item into a job, or nothing,
+with ``admit``, in the order offered. ``submit`` queues a job directly, waking an idle pump.
+Judge calls are I/O-bound, so ``concurrency`` coroutines on one event loop reach C / L
+evaluations per second without a thread per call. The pump runs on the same loop as the judge
+calls (:mod:`otel_scorers.background_loop`), so an evaluation never hops between threads.
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ T = TypeVar("T")
 class Worker(Generic[T]):
     """Runs ``handle(item)`` for queued items, at most ``concurrency`` at a time."""
 
+    #: An idle pump is woken by an offer at most this often (so that runs sampled out one by
+    #: one at a high rate never make every ``on_end`` wake the loop).
+    IDLE_WAKE_S = 0.02
+
     def __init__(self, handle: Callable[[T], Awaitable[object]], *, queue_size: int,
                  concurrency: int, periodic: Callable[[], None] | None = None,
                  period_s: float = 0.25, admit: Callable[[Any], T | None] | None = None,
@@ -52,6 +60,7 @@ class Worker(Generic[T]):
     def _reset(self) -> None:
         self._queue: deque[T] = deque()
         self._intake: deque[Any] = deque()
+        self._drained_at = 0.0
         self._inflight = 0
         self._sleeping = False
         self._stopping = False
@@ -97,11 +106,16 @@ class Worker(Generic[T]):
         intake.append(item)
         if self._pump is None:
             self._start()
-        elif n == self._wake_at:
+        elif n == self._wake_at or (
+                self._sleeping and time.monotonic() - self._drained_at >= self.IDLE_WAKE_S):
             self._wakeup()
         return True
 
     def _take_intake(self, *, bounded: bool = True) -> None:
+        self._drained_at = time.monotonic()
+        self._take_items(bounded=bounded)
+
+    def _take_items(self, *, bounded: bool) -> None:
         """Admit what was offered, in order (the pump's thread; at stop, the stopping one);
         a job past the queue's bound is ``rejected`` unless not ``bounded``."""
         intake, admit = self._intake, self._admit
