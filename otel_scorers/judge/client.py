@@ -9,10 +9,12 @@ parsed answer with token usage, cost and latency. Failures raise :class:`JudgeEr
 subclasses, each carrying the usage spent so far.
 
 litellm is imported on first use (its import takes seconds); the import runs in a worker
-thread so the event loop stays responsive.
+thread so the event loop stays responsive. An OpenAI-compatible endpoint is called directly
+instead (:mod:`.openai_compatible`), and inside an evaluation with fused calls a question may go
+out with other scorers' (:mod:`.fused`).
 
-The module is a little over 300 lines on purpose: one call's retries, re-ask, error mapping and
-message rendering share the client's state and read best in one place; provider details,
+The module is under 400 lines on purpose: one call's retries, re-ask, error mapping, transports
+and message rendering share the client's state and read best in one place; provider details,
 schemas, fences, usage and retry policy are in their own modules.
 """
 

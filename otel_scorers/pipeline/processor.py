@@ -1,17 +1,21 @@
 """``ScoringSpanProcessor``: judge agent runs live inside the OpenTelemetry SDK pipeline.
 
 This module holds the SDK hooks only. ``on_end`` is the hot path and never blocks or raises:
-skip this library's own spans, select, sample, enqueue a reference to the (immutable) span,
-return. The worker (:mod:`.worker`) then runs one :class:`~.evaluation.Evaluation` per job on
-the library's background loop; the parts are built from arguments and settings in
-:mod:`.build`.
+one lookup and one set test tell a possible run (appended, with its attributes, to the
+worker's bounded intake), an LLM span with content (buffered for trace assembly at once) and
+any other span (a parent link at most) apart, and it returns. The worker (:mod:`.worker`) then
+decides each possible run in order (:meth:`ScoringSpanProcessor._decide`: this library's own
+spans skipped, selection, sampling, counting, enriched holds) and runs one
+:class:`~.evaluation.Evaluation` per job on the library's background loop; the parts are built
+from arguments and settings in :mod:`.build`.
 
 Every selected (span, scorer) pair ends in exactly one counted decision (see
 :class:`~otel_scorers.emit.names.Decision`); :meth:`ScoringSpanProcessor.stats` shows them.
 
 The log side is :mod:`.logs`, the direct use (offline re-scoring) :mod:`.direct`. This file is
-somewhat over 300 lines because the constructor takes one keyword argument per setting, each
-documented in the class docstring; the hooks themselves fit a screen each.
+over 400 lines because the constructor takes one keyword argument per setting, each documented
+in the class docstring, and flush, exit, shutdown and fork each need their own care; the hooks
+themselves fit a screen each.
 """
 
 from __future__ import annotations
