@@ -42,7 +42,7 @@ from otel_scorers.scorers.base import Scorer
 from otel_scorers.scorers.result import ScoreError, ScoreResult
 from otel_scorers.scorers.rubric import RubricLike
 from otel_scorers.scorers.run import ScorerRun
-from otel_scorers.scorers.together import CallBatch, call_batches, judging_in
+from otel_scorers.scorers.together import CallBatch, call_batches, judging_in, not_asking
 
 __all__ = ["Evaluation", "Job", "check_prices", "decision_of"]
 
@@ -184,6 +184,7 @@ class Evaluation:
             cached = self.cache.get(key) if key is not None else None
             shared = self.inflight.get(key) if key is not None and cached is None else None
             if shared is not None:  # the same judgement is in flight: share its call
+                not_asking()  # a fused call must not wait for this scorer meanwhile
                 cached = await asyncio.shield(shared)
             if cached is not None:
                 result = cached.model_copy(update={"run_id": run.run_id, "cached": True})

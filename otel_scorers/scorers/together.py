@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 
 from otel_scorers.judge.fused import MEMBER, CallBatch
 
-__all__ = ["CallBatch", "call_batches", "judging_in"]
+__all__ = ["CallBatch", "call_batches", "judging_in", "not_asking"]
 
 
 def call_batches(named: Iterable[tuple[str, object]]) -> dict[str, CallBatch]:
@@ -44,3 +44,12 @@ def judging_in(batch: CallBatch | None) -> Iterator[None]:
         yield
     finally:
         batch.leave(member)
+
+
+def not_asking() -> None:
+    """This task will not ask the judge after all (it waits for an identical evaluation in
+    flight elsewhere): its batch stops waiting for it now. Otherwise two identical runs judged
+    at once could each hold the question the other's batch waits for, until both timed out."""
+    member = MEMBER.get()
+    if member is not None:
+        member.batch.leave(member)

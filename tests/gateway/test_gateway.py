@@ -182,7 +182,13 @@ async def test_hung_judge_does_not_stop_forwarding(judge_server: ScriptedJudgeSe
             ids = {s.context.span_id.to_bytes(8, "big") for s in app_spans}
             await upstream.wait_for(lambda spans: ids <= {s.span_id for s in spans})
             elapsed = time.monotonic() - started
+            # the worker decides ended runs from its intake within its period (0.25 s)
+            deadline = time.monotonic() + 10
             state = health(url)
+            while (state["decisions"]["rubric"]["selected"] < 20
+                   and time.monotonic() < deadline):
+                await asyncio.sleep(0.1)
+                state = health(url)
     assert ids <= {s.span_id for s in upstream.spans}
     assert elapsed < 15, elapsed
     assert not any(s.name.startswith(EVALUATION) for s in upstream.spans)

@@ -148,3 +148,40 @@ def test_user_mode_is_told_to_leave_the_agent_instructions_out(
     assert "This part uses only" not in system.split("PART 2", 1)[0]
     assert processor.stats()["prompt_alignment"][Decision.SCORED] == 1
     json.dumps(processor.stats())
+
+
+def test_a_scorer_waiting_for_an_identical_evaluation_lets_the_call_go(
+        judge_server: ScriptedJudgeServer, judge: JudgeClient) -> None:
+    """A scorer that waits for the same judgement in flight elsewhere (single flight) leaves
+    its batch first: the other scorer's question goes out at once. Without that, two identical
+    runs judged together could wait on each other until their evaluations timed out."""
+    import asyncio
+
+    from otel_scorers.background_loop import run_sync
+    from otel_scorers.scorers.together import CallBatch, judging_in, not_asking
+
+    judge_server.responder = judge_responder()
+
+    async def main() -> Any:
+        batch = CallBatch(2, judge.fusion_key)
+        elsewhere = asyncio.Event()
+
+        async def waiting() -> None:
+            with judging_in(batch):
+                not_asking()
+                await elsewhere.wait()
+
+        async def asking() -> Any:
+            with judging_in(batch):
+                return await RubricScorer(judge, "- is polite").arun(
+                    {"input": "Say hi", "output": "hi"})
+
+        waiter = asyncio.ensure_future(waiting())
+        result = await asyncio.wait_for(asking(), 10)
+        elsewhere.set()
+        await waiter
+        return result
+
+    result = run_sync(main())
+    assert result.score == 1.0
+    assert "PART 1" not in judge_server.requests[-1].messages[0]["content"]  # asked alone
