@@ -20,7 +20,9 @@ from typing import IO, Any
 
 from otel_scorers import background_loop
 from otel_scorers.cli.errors import UsageProblem
+from otel_scorers.errors import ConfigError
 from otel_scorers.scorers.base import BaseScorer
+from otel_scorers.scorers.cases import json_lines
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.rubric import RubricAnalysis
 from otel_scorers.scorers.run import ScorerRun
@@ -37,13 +39,11 @@ def read_dataset(path: Path) -> list[tuple[int, ScorerRun]]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageProblem(f"cannot read the dataset {path}: {exc}") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            raise UsageProblem(f"{path}, line {number}: not JSON ({exc})") from None
+    try:
+        records = list(json_lines(lines, origin=str(path)))
+    except ConfigError as exc:
+        raise UsageProblem(str(exc)) from None
+    for number, record in records:
         if not isinstance(record, dict) or "output" not in record:
             raise UsageProblem(f"{path}, line {number}: a record is an object with at least "
                                "'output' (and 'input', 'system', 'rubric')")

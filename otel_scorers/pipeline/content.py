@@ -51,6 +51,11 @@ class ContentStripper:
         """Whether ``attrs`` holds any content attribute (one pass over the keys)."""
         return any(self.is_content(key, attrs) for key in attrs)
 
+    def strip_if_content(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
+        """:meth:`strip_span` when ``attrs`` holds content (``on_end``'s one call)."""
+        if self.has_content(attrs):
+            self.strip_span(span, attrs)
+
     def strip_span(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
         """Give ``span`` a copy of its attributes without content (``attrs`` is not changed:
         capture keeps reading it), and GenAI events without their text."""

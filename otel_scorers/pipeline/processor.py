@@ -225,8 +225,8 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
                 context = span.context
                 if context is not None and context.trace_id in buffer.traces:
                     buffer.observe(span, None)
-            if self._stripper is not None and self._stripper.has_content(attrs):
-                self._stripper.strip_span(span, attrs)
+            if self._stripper is not None:
+                self._stripper.strip_if_content(span, attrs)
             if self._enriched is not None:
                 self._enriched.forward(span)
         except Exception:
@@ -237,9 +237,8 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
     def _offer(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
         """A possible run: the worker decides (selection, sampling, counting) in the order the
         spans ended; only stripping cannot wait for it."""
-        stripper = self._stripper
-        if stripper is not None and stripper.has_content(attrs):
-            stripper.strip_span(span, attrs)  # attrs stays whole for capture
+        if self._stripper is not None:
+            self._stripper.strip_if_content(span, attrs)  # attrs stays whole for capture
         if not self._worker.offer((span, attrs)):
             self._decide_now(span, attrs)
 
@@ -251,8 +250,8 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
             self._buffer.observe(span, attrs)
             if self._unselected.note(span.name, attrs):
                 self._warn_unselected()
-        if self._stripper is not None and self._stripper.has_content(attrs):
-            self._stripper.strip_span(span, attrs)
+        if self._stripper is not None:
+            self._stripper.strip_if_content(span, attrs)
         self._forward(span)
 
     def _decide_now(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:

@@ -112,12 +112,9 @@ class Worker(Generic[T]):
         return True
 
     def _take_intake(self, *, bounded: bool = True) -> None:
-        self._drained_at = time.monotonic()
-        self._take_items(bounded=bounded)
-
-    def _take_items(self, *, bounded: bool) -> None:
         """Admit what was offered, in order (the pump's thread; at stop, the stopping one);
         a job past the queue's bound is ``rejected`` unless not ``bounded``."""
+        self._drained_at = time.monotonic()
         intake, admit = self._intake, self._admit
         while intake:
             try:

@@ -221,16 +221,22 @@ def case_from_record(record: Any, *, where: str) -> LabelledCase:
         raise ConfigError(f"{where}: not a labelled case: {_describe(exc.errors()[0])}") from None
 
 
-def parse_cases(lines: Iterable[str], *, origin: str) -> Iterator[LabelledCase]:
-    """Cases from JSON lines; a bad line is a :class:`ConfigError` naming ``origin`` and the
-    line."""
+def json_lines(lines: Iterable[str], *, origin: str) -> Iterator[tuple[int, Any]]:
+    """(line number, value) for each non-blank JSON line; a line that is not JSON is a
+    :class:`ConfigError` naming ``origin`` and the line."""
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            yield number, json.loads(line)
         except (ValueError, RecursionError) as exc:
             raise ConfigError(f"{origin}, line {number}: not JSON ({exc})") from None
+
+
+def parse_cases(lines: Iterable[str], *, origin: str) -> Iterator[LabelledCase]:
+    """Cases from JSON lines; a bad line is a :class:`ConfigError` naming ``origin`` and the
+    line."""
+    for number, record in json_lines(lines, origin=origin):
         yield case_from_record(record, where=f"{origin}, line {number}")
 
 
