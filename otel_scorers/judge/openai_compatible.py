@@ -183,7 +183,9 @@ def _session() -> Any:
             del _sessions[other]  # a parent process's sessions are not ours
         session = _sessions[key] = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=256, limit_per_host=256),
-            trust_env=False, cookie_jar=aiohttp.DummyCookieJar())
+            # trust_env: HTTP(S)_PROXY and NO_PROXY are honoured, as litellm's clients do (a
+            # judge reached through an egress proxy must stay reachable)
+            trust_env=True, cookie_jar=aiohttp.DummyCookieJar())
     return session
 
 

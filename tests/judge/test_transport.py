@@ -95,3 +95,32 @@ def test_no_key_sends_no_authorization(judge_server: ScriptedJudgeServer,
     assert RubricScorer(judge_server.model, "- greets", api_base=judge_server.url
                         ).run(RUN).score == 1.0
     assert judge_server.requests[-1].headers["authorization"] == "Bearer sk-from-env"
+
+
+def test_the_proxy_environment_is_honoured(judge_server: ScriptedJudgeServer,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Behind an egress proxy the judge stays reachable: HTTP_PROXY is used (here a closed
+    port, so the call fails to connect) and NO_PROXY bypasses it, as litellm's clients do."""
+    from otel_scorers.background_loop import run_sync
+    from otel_scorers.judge import openai_compatible
+    from tests.support import free_port
+
+    async def fresh_session() -> None:  # sessions read the environment when they are made
+        await openai_compatible._close_sessions()
+
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    run_sync(fresh_session())
+    judge_server.script(rubric_answer([True]))
+    result = RubricScorer(judge_server.model, "- greets", api_base=judge_server.url,
+                          retry=RetryPolicy(max_retries=0)).run(RUN)
+    assert result.error is not None and result.error.type == "connection_error"
+    assert not judge_server.requests  # it went to the proxy, not straight to the judge
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    run_sync(fresh_session())
+    assert RubricScorer(judge_server.model, "- greets", api_base=judge_server.url
+                        ).run(RUN).score == 1.0
+    monkeypatch.delenv("HTTP_PROXY")
+    monkeypatch.delenv("NO_PROXY")
+    run_sync(fresh_session())
