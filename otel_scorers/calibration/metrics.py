@@ -200,11 +200,17 @@ def figures(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     }
 
 
-def summarize(outcomes: Sequence[Outcome], *, worst: int = 5) -> dict[str, Any]:
+def summarize(outcomes: Sequence[Outcome], *, worst: int = 5,
+              companions: Sequence[ScoreResult] | None = None) -> dict[str, Any]:
     """The whole report: headline figures, judge usage, per-domain and per-criterion
-    breakdowns, error types and the worst cases with the judge's reasons."""
+    breakdowns, error types and the worst cases with the judge's reasons.
+
+    ``companions``: results of unlabelled scorers judged beside the cases (see
+    :mod:`.paired`); their usage counts in calls, tokens, cost and latency, and their
+    failures in ``companion_errors``, never in the agreement figures."""
     report = figures(outcomes)
-    usages = [o.result.judge for o in outcomes if o.result.judge is not None]
+    results = [o.result for o in outcomes] + list(companions or ())
+    usages = [r.judge for r in results if r.judge is not None]
     latencies = [u.latency_s for u in usages if u.calls]
     costs = [u.cost_usd for u in usages]
     report.update({
@@ -219,6 +225,8 @@ def summarize(outcomes: Sequence[Outcome], *, worst: int = 5) -> dict[str, Any]:
                       "p95": _round(percentile(latencies, 0.95), 3),
                       "max": _round(max(latencies) if latencies else None, 3)},
     })
+    if companions is not None:
+        report["companion_errors"] = sum(r.error is not None for r in companions)
     domains: dict[str, list[Outcome]] = {}
     for outcome in outcomes:
         domains.setdefault(outcome.case.domain, []).append(outcome)

@@ -23,10 +23,11 @@ from otel_scorers.scorers.cases import LabelledCase
 from otel_scorers.scorers.examples import FewShot
 from otel_scorers.scorers.rubric import RubricScorer
 
-__all__ = ["calibrate", "compare", "held_apart", "judge_cases"]
+__all__ = ["calibrate", "compare", "held_apart", "judge_cases", "scorer_for"]
 
 
-def _scorer(case: LabelledCase, judge: JudgeClient, examples: FewShot | None) -> LLMScorer:
+def scorer_for(case: LabelledCase, judge: JudgeClient, examples: FewShot | None) -> LLMScorer:
+    """The scorer of the case's kind, built for it (its criteria, its mode, the examples)."""
     if case.scorer == "rubric":
         return RubricScorer(judge, case.criteria(), examples=examples)
     return PromptAlignmentScorer(judge, evaluation_mode=case.options.evaluation_mode or "both",
@@ -44,7 +45,7 @@ def judge_cases(cases: Sequence[LabelledCase], judge: JudgeClient, *, concurrenc
 
         async def one(case: LabelledCase) -> Outcome:
             async with gate:
-                result = await _scorer(case, judge, examples.get(case.scorer)).arun(
+                result = await scorer_for(case, judge, examples.get(case.scorer)).arun(
                     case.scorer_run())
             if advance is not None:
                 advance()

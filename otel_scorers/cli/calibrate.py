@@ -8,6 +8,9 @@ tokens, cost and latency, per domain, and the worst cases with the judge's reaso
 ``--fail-under`` checks the verdict agreement (exit 1 below it, or when any case could not be
 judged). ``--examples FILE`` shows the judge a user's corrected cases (few-shot); with
 ``--compare`` the cases are judged without and with them, the examples themselves held apart.
+``--fused`` measures fused judge calls (``fuse_judge_calls``) for this judge: each case is judged
+beside a companion scorer on the same run, in a call each and in one call, and the labelled
+half's figures are compared (:mod:`otel_scorers.calibration.paired`).
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ __all__ = ["calibrate"]
 @click.option("--compare", is_flag=True,
               help="With --examples: judge without and with them and report both (the "
                    "examples are never scored as test cases).")
+@click.option("--fused", is_flag=True,
+              help="Judge each case beside a companion scorer of the other kind, apart and in "
+                   "one fused call, and report both: whether fuse_judge_calls loses agreement "
+                   "with this judge.")
 @click.option("--json", "json_file", type=click.Path(dir_okay=False, allow_dash=True),
               help="Write the whole report as JSON to FILE ('-': stdout, instead of tables).")
 @click.option("--fail-under", type=click.FloatRange(0, 1),
@@ -63,8 +70,8 @@ def calibrate(model: str | None, api_base: str | None, api_key: str | None, time
               redact: bool, case_files: tuple[str, ...], scorer_name: str | None,
               domains: tuple[str, ...], limit: int | None, concurrency: int,
               examples_file: str | None, examples_max_tokens: int, compare: bool,
-              json_file: str | None, fail_under: float | None, emit: bool, otlp_endpoint: str,
-              progress: bool | None) -> None:
+              fused: bool, json_file: str | None, fail_under: float | None, emit: bool,
+              otlp_endpoint: str, progress: bool | None) -> None:
     """Measure how well a judge model agrees with labelled cases."""
     from rich.console import Console
 
@@ -73,6 +80,9 @@ def calibrate(model: str | None, api_base: str | None, api_key: str | None, time
 
     if compare and examples_file is None:
         raise UsageProblem("--compare needs --examples FILE")
+    if fused and examples_file is not None:
+        raise UsageProblem("--fused does not take --examples: a judge call with few-shot "
+                           "examples is never fused")
     cases, notes = _cases(case_files, scorer_name, domains, limit)
     try:
         judge = JudgeClient(model, api_base=api_base, api_key=api_key, timeout_s=timeout,
@@ -88,9 +98,13 @@ def calibrate(model: str | None, api_base: str | None, api_key: str | None, time
     test = runner.held_apart(cases, examples) if examples else cases
     if not test:
         raise UsageProblem("no cases left to judge (every case is an example)")
-    total = len(test) * (2 if compare else 1)
+    total = len(test) * (2 if compare or fused else 1)
     with _bar(console, progress, total) as advance:
-        if compare:
+        if fused:
+            from otel_scorers.calibration.paired import compare_fused
+
+            report = compare_fused(test, judge, concurrency=concurrency, advance=advance)
+        elif compare:
             report = runner.compare(cases, judge, examples, concurrency=concurrency,
                                     advance=advance)
         else:

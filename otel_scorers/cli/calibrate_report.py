@@ -104,6 +104,36 @@ def print_report(report: dict[str, Any], console: Any) -> None:
                           _num(compare["after"][key]), _num(compare["delta"][key]))
         console.print(table)
 
+    fused = report.get("fused")
+    if fused:
+        _print_fused(fused, console)
+
+
+def _print_fused(fused: dict[str, Any], console: Any) -> None:
+    from rich.table import Table
+
+    apart, together, delta = fused["apart"], fused["fused"], fused["delta"]
+    table = Table(title="fused judge calls: a call per scorer (apart) / one call (fused)")
+    for column in ("measure", "apart", "fused", "change"):
+        table.add_column(column, justify="right" if column != "measure" else "left")
+    for key in ("verdict_agreement", "kappa", "pass_agreement", "alignment_mae",
+                "band_hit_rate", "dimension_band_hit_rate"):
+        table.add_row(key.replace("_", " "), _num(apart[key]), _num(together[key]),
+                      _num(delta[key]))
+    for label, key in (("errors", "errors"), ("companion errors", "companion_errors"),
+                       ("judge calls", "calls")):
+        table.add_row(label, str(apart[key]), str(together[key]), f"{delta[key]:+d}")
+    table.add_row("prompt tokens", str(apart["tokens"]["prompt"]),
+                  str(together["tokens"]["prompt"]), f"{delta['prompt_tokens']:+d}")
+    table.add_row("cases judged differently", "", str(len(fused["changed"])), "")
+    console.print(table)
+    if fused["no_loss"]:
+        console.print("Fused calls lost nothing on these cases with this judge: "
+                      "fuse_judge_calls can be on.")
+    else:
+        console.print(f"Fused calls did worse on these cases ({', '.join(fused['worse'])}): "
+                      "keep fuse_judge_calls off for this judge.")
+
 
 def _types(error_types: dict[str, int]) -> str:
     if not error_types:

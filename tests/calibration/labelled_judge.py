@@ -4,22 +4,50 @@ and criteria) and answers with the case's labels, optionally flipped or inverted
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
+from otel_scorers.calibration.paired import COMPANION_CRITERIA
 from otel_scorers.scorers.alignment import BOTH_SPLIT, MODE_WEIGHTS
 from otel_scorers.scorers.cases import BANDS, DIMENSIONS, LabelledCase
-from otel_scorers.testing import Answer, RecordedRequest, alignment_answer, reply, rubric_answer
+from otel_scorers.testing import (
+    Answer,
+    RecordedRequest,
+    alignment_answer,
+    reply,
+    rubric_answer,
+)
 
 Flip = Callable[[LabelledCase, int], bool]
 
 
+_PART = re.compile(r'^PART \d+ \(answer under "part(\d+)"\)$', re.MULTILINE)
+
+
 def case_of(request: RecordedRequest, cases: Sequence[LabelledCase]) -> LabelledCase:
     text = str(request.messages[-1]["content"])
-    rubric = "BEGIN rubric criteria>>>" in text
+    found = _cases_in(cases, text, task=text, rubric="BEGIN rubric criteria>>>" in text)
+    assert len(found) == 1, [c.id for c in found]
+    return found[0]
+
+
+def fields_of(request: RecordedRequest) -> str:
+    """The first user message: the fields (a corrective re-ask comes after it)."""
+    return str(next(m["content"] for m in request.messages if m["role"] == "user"))
+
+
+def parts_of(request: RecordedRequest) -> list[str] | None:
+    """A fused call's part blocks (its system prompt, split), or ``None``."""
+    pieces = _PART.split(str(request.messages[0]["content"]))
+    return pieces[2::2] if len(pieces) > 1 else None
+
+
+def _cases_in(cases: Sequence[LabelledCase], text: str, *, task: str,
+              rubric: bool) -> list[LabelledCase]:
     sides = {side for side, key in (("user", "userAlignment"), ("system", "systemCompliance"))
-             if f'"{key}"' in text}
+             if f'"{key}"' in task}
     found = []
     for case in cases:
         if case.run.output not in text or (case.scorer == "rubric") != rubric:
@@ -29,8 +57,7 @@ def case_of(request: RecordedRequest, cases: Sequence[LabelledCase]) -> Labelled
         if not rubric and sides != set(_sides(case.mode)):
             continue
         found.append(case)
-    assert len(found) == 1, [c.id for c in found]
-    return found[0]
+    return found
 
 
 def _sides(mode: str) -> tuple[str, ...]:
@@ -64,23 +91,65 @@ def dimension_values(case: LabelledCase, target: float) -> dict[str, list[float]
 
 
 def labelled_responder(cases: Sequence[LabelledCase], *, flip: Flip | None = None,
-                       invert_alignment: bool = False) -> Callable[[RecordedRequest], Answer]:
+                       invert_alignment: bool = False,
+                       fused_flip: Flip | None = None) -> Callable[[RecordedRequest], Answer]:
     """Answers each case with its labels; ``flip(case, i)`` inverts rubric verdict ``i``;
-    ``invert_alignment`` answers ``1 - score`` on every dimension instead."""
-    def respond(request: RecordedRequest) -> Answer:
-        case = case_of(request, cases)
-        content: dict[str, Any]
+    ``invert_alignment`` answers ``1 - score`` on every dimension instead.
+
+    A fused call (a case beside its companion, :mod:`otel_scorers.calibration.paired`) gets
+    the labelled answer in the labelled part (``fused_flip`` inverting its rubric verdicts
+    too: a judge that does worse when fused) and an all-satisfied, top-score companion part."""
+    def labelled(case: LabelledCase, flip: Flip | None) -> dict[str, Any]:
         if case.scorer == "rubric":
             verdicts = [v != (flip is not None and flip(case, i))
                         for i, v in enumerate(case.expected.verdicts or ())]
-            content = rubric_answer(verdicts)
+            return rubric_answer(verdicts)
+        assert case.expected.score is not None
+        if invert_alignment:
+            value = 1.0 - case.expected.score
+            dims = {side: [value] * 4 for side in _sides(case.mode)}
         else:
-            assert case.expected.score is not None
-            if invert_alignment:
-                value = 1.0 - case.expected.score
-                dims = {side: [value] * 4 for side in _sides(case.mode)}
-            else:
-                dims = dimension_values(case, case.expected.score)
-            content = alignment_answer(user=dims.get("user"), system=dims.get("system"))
-        return reply(content, prompt_tokens=120, completion_tokens=60)
+            dims = dimension_values(case, case.expected.score)
+        return alignment_answer(user=dims.get("user"), system=dims.get("system"))
+
+    def fused(request: RecordedRequest, parts: list[str]) -> dict[str, Any]:
+        text = fields_of(request)
+        companion_rubric = COMPANION_CRITERIA[0].description in text
+        content: dict[str, Any] = {}
+        for index, block in enumerate(parts, start=1):
+            rubric = "rubric of criteria" in block
+            if rubric == companion_rubric:  # the companion's part
+                content[f"part{index}"] = companion(rubric, block)
+                continue
+            (case,) = _cases_in(cases, text, task=block, rubric=rubric)
+            content[f"part{index}"] = labelled(case, _either(flip, fused_flip))
+        return content
+
+    def respond(request: RecordedRequest) -> Answer:
+        parts = parts_of(request)
+        if parts is not None:
+            return reply(fused(request, parts), prompt_tokens=200, completion_tokens=100)
+        text = str(request.messages[-1]["content"])
+        rubric = "BEGIN rubric criteria>>>" in text
+        found = _cases_in(cases, text, task=text, rubric=rubric)
+        if not found and (not rubric or COMPANION_CRITERIA[0].description in text):
+            # a companion judged alone: any valid answer (only the labelled half is compared)
+            return reply(companion(rubric, text), prompt_tokens=120, completion_tokens=60)
+        assert len(found) == 1, [c.id for c in found]
+        return reply(labelled(found[0], flip), prompt_tokens=120, completion_tokens=60)
     return respond
+
+
+def companion(rubric: bool, task: str) -> dict[str, Any]:
+    """An all-satisfied, top-score answer for a companion's question."""
+    if rubric:
+        return rubric_answer([True] * len(COMPANION_CRITERIA))
+    return alignment_answer(user=[1.0] * 4,
+                            system=[1.0] * 4 if '"systemCompliance"' in task else None)
+
+
+def _either(first: Flip | None, second: Flip | None) -> Flip | None:
+    if first is None or second is None:
+        return first or second
+    return lambda case, i: first(case, i) != second(case, i)
+
