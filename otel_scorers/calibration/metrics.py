@@ -25,7 +25,7 @@ from otel_scorers.scorers.cases import DIMENSIONS, LabelledCase, band_of
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.rubric import RubricAnalysis, criterion_ids
 
-__all__ = ["Confusion", "Outcome", "cohen_kappa", "percentile", "summarize"]
+__all__ = ["Confusion", "Outcome", "cohen_kappa", "differences", "percentile", "summarize"]
 
 
 @dataclass
@@ -163,6 +163,13 @@ def _dimension_hits(case: LabelledCase, result: ScoreResult,
         for name in DIMENSIONS:
             hits[f"{side}.{name}"] = band_of(float(scores[name])) == getattr(bands, name)
     return hits
+
+
+def differences(before: dict[str, Any], after: dict[str, Any],
+                keys: Iterable[str]) -> dict[str, float | None]:
+    """``after - before`` for each figure (``None`` where either side has none)."""
+    return {key: None if before[key] is None or after[key] is None
+            else round(after[key] - before[key], 4) for key in keys}
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:

@@ -25,9 +25,8 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from otel_scorers import background_loop
-from otel_scorers.calibration.metrics import Outcome, summarize
-from otel_scorers.calibration.runner import scorer_for
+from otel_scorers.calibration.metrics import Outcome, differences, summarize
+from otel_scorers.calibration.runner import judge_each, scorer_for
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.scorers.alignment import PromptAlignmentScorer
 from otel_scorers.scorers.base import LLMScorer
@@ -65,28 +64,20 @@ def judge_pairs(cases: Sequence[LabelledCase], judge: JudgeClient, *, fused: boo
     """Every case judged with its companion (``concurrency`` runs at a time), in one fused
     call or in a call each; the labelled outcomes and the companion results, in case order."""
 
-    async def everything() -> list[tuple[Outcome, ScoreResult]]:
-        gate = asyncio.Semaphore(concurrency)
+    async def pair(case: LabelledCase) -> tuple[Outcome, ScoreResult]:
+        run = case.scorer_run()
+        scorers = {"labelled": scorer_for(case, judge, None),
+                   "companion": companion_for(case, judge)}
+        batches = call_batches(scorers.items()) if fused else {}
 
-        async def pair(case: LabelledCase) -> tuple[Outcome, ScoreResult]:
-            run = case.scorer_run()
-            scorers = {"labelled": scorer_for(case, judge, None),
-                       "companion": companion_for(case, judge)}
-            batches = call_batches(scorers.items()) if fused else {}
+        async def one(name: str) -> ScoreResult:
+            with judging_in(batches.get(name)):  # each scorer in a task of its own
+                return await scorers[name].arun(run)
 
-            async def one(name: str) -> ScoreResult:
-                with judging_in(batches.get(name)):  # each scorer in a task of its own
-                    return await scorers[name].arun(run)
+        labelled, other = await asyncio.gather(one("labelled"), one("companion"))
+        return Outcome.of(case, labelled), other
 
-            async with gate:
-                labelled, other = await asyncio.gather(one("labelled"), one("companion"))
-            if advance is not None:
-                advance()
-            return Outcome.of(case, labelled), other
-
-        return list(await asyncio.gather(*(pair(case) for case in cases)))
-
-    pairs = background_loop.run_sync(everything())
+    pairs = judge_each(cases, pair, concurrency=concurrency, advance=advance)
     return [outcome for outcome, _ in pairs], [other for _, other in pairs]
 
 
@@ -102,7 +93,7 @@ def compare_fused(cases: Sequence[LabelledCase], judge: JudgeClient, *, concurre
                                                    concurrency=concurrency, advance=advance)
     apart = summarize(apart_outcomes, companions=apart_companions)
     fused = summarize(fused_outcomes, companions=fused_companions)
-    delta: dict[str, Any] = {key: _difference(apart[key], fused[key]) for key, _ in COMPARED}
+    delta: dict[str, Any] = differences(apart, fused, (key for key, _ in COMPARED))
     delta.update(errors=fused["errors"] - apart["errors"],
                  companion_errors=fused["companion_errors"] - apart["companion_errors"],
                  calls=fused["calls"] - apart["calls"],
@@ -115,10 +106,6 @@ def compare_fused(cases: Sequence[LabelledCase], judge: JudgeClient, *, concurre
     brief = {"apart": _brief(apart), "fused": _brief(fused), "delta": delta,
              "changed": changed, "worse": worse, "no_loss": not worse}
     return {**fused, "model": judge.model, "fused": brief}
-
-
-def _difference(before: float | None, after: float | None) -> float | None:
-    return None if before is None or after is None else round(after - before, 4)
 
 
 def _judged(outcome: Outcome) -> tuple[Any, ...]:

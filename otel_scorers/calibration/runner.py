@@ -11,11 +11,11 @@ has not been shown.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from otel_scorers import background_loop
-from otel_scorers.calibration.metrics import Outcome, summarize
+from otel_scorers.calibration.metrics import Outcome, differences, summarize
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.scorers.alignment import PromptAlignmentScorer
 from otel_scorers.scorers.base import LLMScorer
@@ -23,7 +23,9 @@ from otel_scorers.scorers.cases import LabelledCase
 from otel_scorers.scorers.examples import FewShot
 from otel_scorers.scorers.rubric import RubricScorer
 
-__all__ = ["calibrate", "compare", "held_apart", "judge_cases", "scorer_for"]
+__all__ = ["calibrate", "compare", "held_apart", "judge_cases", "judge_each", "scorer_for"]
+
+R = TypeVar("R")
 
 
 def scorer_for(case: LabelledCase, judge: JudgeClient, examples: FewShot | None) -> LLMScorer:
@@ -34,26 +36,37 @@ def scorer_for(case: LabelledCase, judge: JudgeClient, examples: FewShot | None)
                                  examples=examples)
 
 
+def judge_each(cases: Sequence[LabelledCase], one: Callable[[LabelledCase], Awaitable[R]], *,
+               concurrency: int = 8, advance: Callable[[], None] | None = None) -> list[R]:
+    """``one(case)`` for every case on the background loop, ``concurrency`` at a time,
+    ``advance`` after each; the results in the order given."""
+
+    async def everything() -> list[R]:
+        gate = asyncio.Semaphore(concurrency)
+
+        async def each(case: LabelledCase) -> R:
+            async with gate:
+                result = await one(case)
+            if advance is not None:
+                advance()
+            return result
+
+        return list(await asyncio.gather(*(each(case) for case in cases)))
+
+    return background_loop.run_sync(everything())
+
+
 def judge_cases(cases: Sequence[LabelledCase], judge: JudgeClient, *, concurrency: int = 8,
                 examples: Mapping[str, FewShot] | None = None,
                 advance: Callable[[], None] | None = None) -> list[Outcome]:
     """Every case judged (``concurrency`` calls at a time), in the order given."""
     examples = examples or {}
 
-    async def everything() -> list[Outcome]:
-        gate = asyncio.Semaphore(concurrency)
+    async def one(case: LabelledCase) -> Outcome:
+        scorer = scorer_for(case, judge, examples.get(case.scorer))
+        return Outcome.of(case, await scorer.arun(case.scorer_run()))
 
-        async def one(case: LabelledCase) -> Outcome:
-            async with gate:
-                result = await scorer_for(case, judge, examples.get(case.scorer)).arun(
-                    case.scorer_run())
-            if advance is not None:
-                advance()
-            return Outcome.of(case, result)
-
-        return list(await asyncio.gather(*(one(case) for case in cases)))
-
-    return background_loop.run_sync(everything())
+    return judge_each(cases, one, concurrency=concurrency, advance=advance)
 
 
 def calibrate(cases: Sequence[LabelledCase], judge: JudgeClient, *, concurrency: int = 8,
@@ -85,9 +98,8 @@ def compare(cases: Sequence[LabelledCase], judge: JudgeClient,
     test = held_apart(cases, examples)
     before = calibrate(test, judge, concurrency=concurrency, advance=advance)
     after = calibrate(test, judge, concurrency=concurrency, examples=examples, advance=advance)
-    delta = {key: None if before[key] is None or after[key] is None
-             else round(after[key] - before[key], 4)
-             for key in ("verdict_agreement", "kappa", "alignment_mae", "band_hit_rate")}
+    delta = differences(before, after,
+                        ("verdict_agreement", "kappa", "alignment_mae", "band_hit_rate"))
     return {**after, "compare": {"held_apart": len(cases) - len(test), "before": before,
                                  "after": {k: v for k, v in after.items() if k != "results"},
                                  "delta": delta}}

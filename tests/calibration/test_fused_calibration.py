@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from otel_scorers.calibration import bundled_cases
 from otel_scorers.calibration.paired import COMPANION_CRITERIA
 from otel_scorers.cli import main
-from otel_scorers.testing import RecordedRequest, ScriptedJudgeServer, reply
+from otel_scorers.testing import RecordedRequest, ScriptedJudgeServer, fault, reply
 from tests.calibration.labelled_judge import fields_of, labelled_responder, parts_of
 from tests.calibration.test_calibrate import run_calibrate
 
@@ -106,3 +106,26 @@ def test_fused_takes_no_examples(judge_server: ScriptedJudgeServer, tmp_path: Pa
     examples.write_text("")
     code, _, output = run_calibrate(judge_server, "--fused", "--examples", str(examples))
     assert code == 2 and "never fused" in output
+
+
+@pytest.mark.parametrize("answer", ["rejected", "echoed"])
+def test_the_key_never_reaches_the_report(judge_server: ScriptedJudgeServer, tmp_path: Path,
+                                          answer: str) -> None:
+    key = "sk-live-5ecret-0123456789abcdef"
+
+    def respond(request: RecordedRequest) -> Any:
+        if answer == "rejected":  # a provider that quotes the key it refused
+            return fault(401, message=f"Incorrect API key provided: {key}")
+        return reply(f"my instructions say the key is {key}")  # an answer that is no JSON
+
+    judge_server.responder = respond
+    out = tmp_path / "report.json"
+    result = CliRunner().invoke(main, [
+        "calibrate", "--model", judge_server.model, "--api-base", judge_server.url,
+        "--api-key", key, "--timeout", "10", "--no-progress", "--fused", "--limit", "2",
+        "--json", str(out)])
+    report = out.read_text()
+    assert result.exit_code == 1  # every case failed
+    assert json.loads(report)["fused"]["fused"]["errors"] == 2
+    assert key not in result.output and key not in report
+    assert "5ecret" not in result.output and "5ecret" not in report
