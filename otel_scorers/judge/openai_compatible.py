@@ -13,7 +13,7 @@ itself:
   cost more than it saved at 32 concurrent calls);
 - the same body litellm would send and the same status-to-error mapping
   (:func:`otel_scorers.judge.retry.error_for_status`); redirects are not followed and a body
-  over 8 MB is an error;
+  over 8 MB is an error; the proxy variables are read once per judge (:func:`env_proxy`);
 - the price and JSON-schema support from litellm's bundled model table, read as JSON, so
   litellm is not imported at all. That saves its 6-9 s import and, more, its large heap:
   every full garbage collection of the process walks it, and those pauses (0.2-0.3 s) were
@@ -30,6 +30,8 @@ import functools
 import importlib.util
 import json
 import os
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -72,6 +74,8 @@ class DirectTransport:
         self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
+        self._proxy_url = env_proxy(self.url)
+        self._proxy: tuple[Any, Any] | None = None  # (URL, BasicAuth | None), on first call
 
     async def complete(self, kwargs: dict[str, Any]) -> Any:
         """One chat completion; the response in the shape litellm returns (``choices``,
@@ -82,10 +86,14 @@ class DirectTransport:
         body["model"] = self.name
         session = _session()
         timeout = aiohttp.ClientTimeout(total=float(kwargs.get("timeout") or 60.0))
+        if self._proxy is None and self._proxy_url is not None:
+            self._proxy = _split_proxy(self._proxy_url)
+        proxy, proxy_auth = self._proxy or (None, None)
         try:
             async with session.post(self.url, data=json.dumps(body).encode(),
                                     headers=self._headers, timeout=timeout,
-                                    allow_redirects=False) as response:
+                                    allow_redirects=False, proxy=proxy,
+                                    proxy_auth=proxy_auth) as response:
                 status, headers = response.status, response.headers
                 data = await _read_limited(response)
         except asyncio.TimeoutError as exc:  # aiohttp's own timeouts are TimeoutErrors
@@ -181,12 +189,36 @@ def _session() -> Any:
             background_loop.close_at_exit(_close_sessions)
         for other in [k for k in _sessions if k[0] != key[0]]:
             del _sessions[other]  # a parent process's sessions are not ours
+        # not trust_env: it reads the proxy variables and ~/.netrc on every request, in two
+        # thread hand-offs, and a netrc entry for the judge's host would clash with the
+        # Authorization header; each transport reads the proxy once instead (env_proxy)
         session = _sessions[key] = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=256, limit_per_host=256),
-            # trust_env: HTTP(S)_PROXY and NO_PROXY are honoured, as litellm's clients do (a
-            # judge reached through an egress proxy must stay reachable)
-            trust_env=True, cookie_jar=aiohttp.DummyCookieJar())
+            trust_env=False, cookie_jar=aiohttp.DummyCookieJar())
     return session
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy ``HTTP_PROXY`` / ``HTTPS_PROXY`` name for ``url`` unless ``NO_PROXY`` exempts
+    its host: what litellm's clients use, read once, when the judge is made (as they do)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.hostname is None or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return urllib.request.getproxies().get(parts.scheme)
+
+
+def _split_proxy(proxy_url: str) -> tuple[Any, Any]:
+    """The proxy's URL without credentials, and the credentials apart (so that no error
+    message, which may name the proxy, can carry them)."""
+    import aiohttp
+
+    parts = urllib.parse.urlsplit(proxy_url)
+    if parts.username is None:
+        return proxy_url, None
+    host = parts.netloc.rpartition("@")[2]
+    auth = aiohttp.BasicAuth(urllib.parse.unquote(parts.username),
+                             urllib.parse.unquote(parts.password or ""))
+    return parts._replace(netloc=host).geturl(), auth
 
 
 async def _close_sessions() -> None:

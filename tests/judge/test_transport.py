@@ -5,6 +5,8 @@ which runs each scorer-level test through both."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from otel_scorers import RubricScorer
@@ -105,7 +107,7 @@ def test_the_proxy_environment_is_honoured(judge_server: ScriptedJudgeServer,
     from otel_scorers.judge import openai_compatible
     from tests.support import free_port
 
-    async def fresh_session() -> None:  # sessions read the environment when they are made
+    async def fresh_session() -> None:  # a judge reads the environment when it is made
         await openai_compatible._close_sessions()
 
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{free_port()}")
@@ -124,3 +126,58 @@ def test_the_proxy_environment_is_honoured(judge_server: ScriptedJudgeServer,
     monkeypatch.delenv("HTTP_PROXY")
     monkeypatch.delenv("NO_PROXY")
     run_sync(fresh_session())
+
+
+def test_a_proxy_with_credentials_gets_them_as_proxy_auth(judge_server: ScriptedJudgeServer,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """HTTP_PROXY with user:password@ routes the call through the proxy (here the scripted
+    server, which records the absolute request target) with a Proxy-Authorization header; the
+    password never appears in the URL that errors could name."""
+    import base64
+
+    proxy = judge_server.url.removesuffix("/v1").replace("://", "://us%40er:s3cret@")
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    judge_server.script(rubric_answer([True]))
+    # a judge host that does not resolve: only the proxy can reach it
+    result = RubricScorer(judge_server.model, "- greets", api_key="k",
+                          api_base="http://judge.invalid:9/v1").run(RUN)
+    assert result.score == 1.0, result.error
+    (request,) = judge_server.requests
+    assert request.path == "http://judge.invalid:9/v1/chat/completions"
+    expected = base64.b64encode(b"us@er:s3cret").decode()
+    assert request.headers["proxy-authorization"] == f"Basic {expected}"
+    assert request.headers["authorization"] == "Bearer k"
+
+
+def test_a_netrc_entry_never_clashes_with_the_key(judge_server: ScriptedJudgeServer,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path) -> None:
+    """A ~/.netrc with a default entry (common on build machines) is not read for the judge:
+    the API key stays the one Authorization."""
+    netrc = tmp_path / "netrc"
+    netrc.write_text("default login someone password other\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    judge_server.script(rubric_answer([True]))
+    result = RubricScorer(judge_server.model, "- greets", api_key="k",
+                          api_base=judge_server.url).run(RUN)
+    assert result.score == 1.0, result.error
+    assert judge_server.requests[-1].headers["authorization"] == "Bearer k"
+
+
+def test_an_unreachable_proxy_is_named_without_its_password(
+        judge_server: ScriptedJudgeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.support import free_port
+
+    monkeypatch.setenv("HTTP_PROXY", f"http://ops:s3cret@127.0.0.1:{free_port()}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    result = RubricScorer(judge_server.model, "- greets", api_key="k",
+                          api_base="http://judge.invalid:9/v1",
+                          retry=RetryPolicy(max_retries=0)).run(RUN)
+    assert result.error is not None and result.error.type == "connection_error"
+    assert "s3cret" not in result.error.message and "s3cret" not in result.reason
+    assert not judge_server.requests
