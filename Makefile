@@ -17,7 +17,14 @@ PHOENIX_VENV := .venv-phoenix
 # so that its dependencies never mix with the project's.
 PHOENIX_VERSION := 20.26.1
 
-.PHONY: demo test lint bench clean prometheus stack
+# The agent frameworks of the conformance matrix (tests/frameworks, docs/frameworks.md), each in
+# a virtual environment of its own (.frameworks/NAME, built once and cached): `make test` runs
+# these live and replays the recordings of every case; `make test-frameworks` runs all live.
+FRAMEWORKS_LIVE := agents langgraph llamaindex pydantic_ai smolagents
+FRAMEWORKS_ALL  := $(FRAMEWORKS_LIVE) strands agents_v2 adk
+
+.PHONY: demo test lint bench clean prometheus stack frameworks frameworks-all test-frameworks \
+	record-frameworks
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -57,8 +64,20 @@ $(PHOENIX_VENV)/.installed: Makefile
 stack:
 	@collector-config/build-stack.sh
 
-test: $(VENV)/.installed-dev prometheus stack $(PHOENIX_VENV)/.installed
+frameworks:
+	@for name in $(FRAMEWORKS_LIVE); do PYTHON=$(PYTHON) tests/frameworks/build-venv.sh $$name || exit 1; done
+
+frameworks-all:
+	@for name in $(FRAMEWORKS_ALL); do PYTHON=$(PYTHON) tests/frameworks/build-venv.sh $$name || exit 1; done
+
+test: $(VENV)/.installed-dev prometheus stack $(PHOENIX_VENV)/.installed frameworks
 	$(PY) -m pytest
+
+test-frameworks: $(VENV)/.installed-dev frameworks-all
+	MATRIX_FRAMEWORKS=all $(PY) -m pytest tests/frameworks
+
+record-frameworks: $(VENV)/.installed-dev frameworks-all
+	$(PY) tests/frameworks/record.py
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check otel_scorers tests examples
@@ -68,4 +87,4 @@ bench: $(VENV)/.installed-dev
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) $(PHOENIX_VENV) .stack .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(PHOENIX_VENV) .frameworks .stack .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from otel_scorers.capture.serialized import Quality, is_blank, read_value
 from otel_scorers.emit.names import Reason
-from otel_scorers.scorers.run import Message, messages_from, text_of
+from otel_scorers.scorers.run import Message, messages_from
 
 __all__ = [
     "AGENT_NAME_KEYS",
@@ -51,29 +52,45 @@ class Limits:
 
 @dataclass
 class Found:
-    """What one convention found on a span."""
+    """What one convention (or several, merged) found on a span or log record.
+
+    ``input_quality`` / ``output_quality`` say how clean each side is (chat messages and plain
+    text beat decoded framework state); ``saw_output`` that the convention has an output side
+    even when it holds no text (a turn that ends in a tool call), so that a looser convention's
+    text never stands in for it; ``unreadable`` notes content that was there and could not be
+    read (``input.value: a Python repr ...``).
+    """
 
     source: str
     inputs: list[Message] = field(default_factory=list)
     systems: list[Message] = field(default_factory=list)
     outputs: list[Message] = field(default_factory=list)
+    input_quality: Quality = Quality.CLEAN
+    output_quality: Quality = Quality.CLEAN
+    saw_output: bool = False
+    unreadable: list[str] = field(default_factory=list)
 
     @property
     def has_input(self) -> bool:
-        return any(m.content.strip() for m in self.inputs + self.systems)
+        return self.has_turns or self.has_system
 
     @property
     def has_turns(self) -> bool:
         """Conversation turns (user, tool, earlier assistant), not only instructions."""
-        return any(m.content.strip() for m in self.inputs)
+        return any(not is_blank(m.content) for m in self.inputs)
+
+    @property
+    def has_user(self) -> bool:
+        """A user turn with text: a question to judge the answer against."""
+        return any(m.role == "user" and not is_blank(m.content) for m in self.inputs)
 
     @property
     def has_system(self) -> bool:
-        return any(m.content.strip() for m in self.systems)
+        return any(not is_blank(m.content) for m in self.systems)
 
     @property
     def has_output(self) -> bool:
-        return any(m.content.strip() for m in self.outputs)
+        return any(not is_blank(m.content) for m in self.outputs)
 
 
 def value_size(value: Any, budget: int = 1 << 62) -> int:
@@ -148,36 +165,18 @@ def structured_messages(value: Any, role: str, key: str, limits: Limits) -> list
     return messages[: limits.max_messages]
 
 
-_LOOSE_KEYS = ("messages", "input", "inputs", "prompt", "query", "question", "args", "kwargs",
-               "content", "text", "output", "outputs", "answer", "response", "result",
-               "completion", "value")
-
-
-def loose_messages(value: Any, role: str, depth: int = 0) -> list[Message]:
-    """Best-effort text from an arbitrary payload (Traceloop entities, OpenInference values).
-
-    Message lists are read as messages; mappings are searched for the usual keys (``messages``,
-    ``input``, ``prompt``, ``output``, ...); anything else is kept as compact JSON text.
-    """
-    if depth > 6 or value is None:
-        return []
-    if isinstance(value, str):
-        return [Message(role=role, content=value)] if value.strip() else []
-    if isinstance(value, Mapping):
-        if "role" in value or "parts" in value:
-            return [Message(role=str(value.get("role") or role), content=text_of(value))]
-        for key in _LOOSE_KEYS:
-            if key in value and value[key] not in (None, "", [], {}):
-                found = loose_messages(value[key], role, depth + 1)
-                if found:
-                    return found
-        return [Message(role=role, content=json.dumps(value, default=str)[:100_000])]
-    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
-        if value and all(isinstance(v, Mapping) and ("role" in v or "parts" in v) for v in value):
-            return messages_from(list(value), role)
-        texts = [m for item in value for m in loose_messages(item, role, depth + 1)]
-        return texts
-    return [Message(role=role, content=str(value))]
+def loose_messages(value: Any, role: str, key: str, found: Found, side: str) -> list[Message]:
+    """Messages from a framework value (Traceloop entities, OpenInference values, Mastra, a
+    user mapping) read by :func:`~otel_scorers.capture.serialized.read_value`; what cannot be
+    read is noted on ``found`` (``side``: ``input`` or ``output``), never turned into text."""
+    decoded = read_value(value, role)
+    if decoded.unreadable and not decoded.found:
+        found.unreadable.append(f"{key}: {decoded.unreadable}")
+    if side == "output":
+        found.output_quality = min(found.output_quality, decoded.quality)
+    else:
+        found.input_quality = min(found.input_quality, decoded.quality)
+    return decoded.messages
 
 
 CONTENT_KEYS: tuple[str, ...] = (

@@ -11,6 +11,10 @@ Two shapes are read, each joined to its span by the record's trace and span ids:
   ``gen_ai.user.message``, ``gen_ai.assistant.message``, ``gen_ai.tool.message`` (body
   ``{"content": ...}``) and ``gen_ai.choice`` (body ``{"message": {"content": ...}}``).
 
+The same events also come as *span events* (strands-agents writes the whole conversation
+there: the per-message events by default, ``operation.details`` with the newer conventions);
+:func:`span_records` reads them as records, their attributes standing for the body.
+
 :func:`content_of` keeps what a record holds of these (a record with none is not kept);
 :func:`found_in_records` reads the run's messages from the records of one span.
 """
@@ -26,6 +30,7 @@ from otel_scorers.capture.conventions import (
     Found,
     Limits,
     is_content_key,
+    parse_json,
     value_size,
 )
 from otel_scorers.capture.readers import read_genai
@@ -37,6 +42,8 @@ __all__ = [
     "RecordContent",
     "content_of",
     "found_in_records",
+    "has_genai_events",
+    "span_records",
     "strip_record_body",
 ]
 
@@ -78,6 +85,27 @@ def content_of(event_name: str | None, attributes: Mapping[str, Any] | None, bod
         return None
     size = value_size(attrs) + (value_size(kept_body) if kept_body is not None else 0)
     return RecordContent(name, timestamp or 0, attrs, kept_body, size)
+
+
+def span_records(events: Sequence[Any]) -> tuple[RecordContent, ...]:
+    """The GenAI content of a span's events (``span.events``), as records of that span."""
+    out: list[RecordContent] = []
+    for event in events:
+        name = getattr(event, "name", "")
+        if not isinstance(name, str) or not name.startswith("gen_ai."):
+            continue
+        attributes = getattr(event, "attributes", None) or {}
+        per_message = name in MESSAGE_EVENTS or name == CHOICE_EVENT
+        content = content_of(name, attributes, dict(attributes) if per_message else None,
+                             getattr(event, "timestamp", None))
+        if content is not None:
+            out.append(content)
+    return tuple(out)
+
+
+def has_genai_events(events: Sequence[Any]) -> bool:
+    """Whether any of a span's events is a GenAI content event (cheap: names only)."""
+    return any(str(getattr(event, "name", "")).startswith("gen_ai.") for event in events)
 
 
 def strip_record_body(event_name: str | None, body: Any) -> Any:
@@ -141,7 +169,15 @@ def _per_message(found: Found, record: RecordContent, limits: Limits) -> None:
 
 
 def _text(value: Any) -> str:
+    content = value.get("content") if isinstance(value, Mapping) else value
+    if isinstance(content, str) and content[:1] in "[{":
+        # span-event attributes hold JSON text (strands' content blocks): text that does not
+        # parse is kept as it is
+        try:
+            content = parse_json(content, "event content")
+        except CaptureError:
+            return content
     try:
-        return text_of(value.get("content") if isinstance(value, Mapping) else value)
+        return text_of(content)
     except (TypeError, RecursionError) as exc:
         raise CaptureError(Reason.MALFORMED, f"unreadable event body: {exc}") from None

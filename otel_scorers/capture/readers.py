@@ -19,18 +19,19 @@ from otel_scorers.capture.conventions import (
     parse_json,
     structured_messages,
 )
-from otel_scorers.scorers.run import Message, text_of, tool_calls_text
+from otel_scorers.scorers.run import Message, text_of, tool_calls_of
 
 __all__ = ["READERS", "read_genai"]
 
 Attributes = Mapping[str, Any]
 
 
-def _loose(attrs: Attributes, key: str, role: str, limits: Limits) -> list[Message]:
+def _loose(attrs: Attributes, key: str, role: str, limits: Limits, found: Found) -> list[Message]:
     value = attr_value(attrs, key, limits)
     if value is None:
         return []
-    return loose_messages(parse_json(value, key), role)[: limits.max_messages]
+    side = "output" if role == "assistant" else "input"
+    return loose_messages(parse_json(value, key), role, key, found, side)[: limits.max_messages]
 
 
 def _split_systems(messages: list[Message]) -> tuple[list[Message], list[Message]]:
@@ -55,7 +56,14 @@ def read_genai(attrs: Attributes, limits: Limits) -> Found | None:
     raw_out = attr_value(attrs, keys[1], limits)
     if raw_out is not None:
         found.outputs = structured_messages(raw_out, "assistant", keys[1], limits)
+        found.saw_output = True
     return found
+
+
+#: Roles some producers use that mean a standard one (smolagents: ``tool-call`` is the
+#: assistant's call, ``tool-response`` the tool's answer).
+_ROLES = {"tool-call": "assistant", "tool-response": "tool", "human": "user", "ai": "assistant",
+          "model": "assistant"}
 
 
 def _indexed(attrs: Attributes, prefix: str, role_key: str, content_keys: Sequence[str],
@@ -65,14 +73,16 @@ def _indexed(attrs: Attributes, prefix: str, role_key: str, content_keys: Sequen
         base = f"{prefix}.{index}."
         role = attrs.get(base + role_key)
         contents = [attr_value(attrs, base + key, limits) for key in content_keys]
-        if role is None and all(c is None for c in contents):
+        calls = _numbered_tool_calls(attrs, base)
+        if role is None and all(c is None for c in contents) and not calls:
             if index > 0:
                 break
             continue  # some producers start at 1
         text = "\n".join(text_of(parse_json(c, base)) for c in contents if c is not None)
         if not text:
-            text = _numbered_parts(attrs, base, limits) or _numbered_tool_calls(attrs, base)
-        messages.append(Message(role=str(role or default_role), content=text))
+            text = _numbered_parts(attrs, base, limits)
+        name = str(role or default_role)
+        messages.append(Message(role=_ROLES.get(name, name), content=text, tool_calls=calls))
     return messages
 
 
@@ -86,16 +96,22 @@ def _numbered_parts(attrs: Attributes, base: str, limits: Limits) -> str:
     return "\n".join(parts)
 
 
-def _numbered_tool_calls(attrs: Attributes, base: str) -> str:
-    """OpenInference ``message.tool_calls.N.tool_call.function.{name,arguments}`` as text."""
+def _numbered_tool_calls(attrs: Attributes, base: str) -> tuple[Any, ...]:
+    """OpenInference ``message.tool_calls.N.tool_call.{id,function.name,function.arguments}``
+    (some producers number them from 1)."""
     calls = []
+    missing = 0
     for index in range(32):
-        prefix = f"{base}message.tool_calls.{index}.tool_call.function."
-        name = attrs.get(prefix + "name")
+        prefix = f"{base}message.tool_calls.{index}.tool_call."
+        name = attrs.get(prefix + "function.name")
         if name is None:
-            break
-        calls.append({"name": name, "arguments": attrs.get(prefix + "arguments")})
-    return tool_calls_text({"tool_calls": calls}) if calls else ""
+            missing += 1
+            if missing > 1:
+                break
+            continue
+        calls.append({"name": name, "arguments": attrs.get(prefix + "function.arguments"),
+                      "id": attrs.get(prefix + "id")})
+    return tool_calls_of({"tool_calls": [{"function": c, "id": c["id"]} for c in calls]})
 
 
 def read_genai_flat(attrs: Attributes, limits: Limits) -> Found | None:
@@ -118,6 +134,7 @@ def read_openinference_messages(attrs: Attributes, limits: Limits) -> Found | No
         attrs, "llm.input_messages", "message.role", ("message.content",), "user", limits))
     found.outputs = _indexed(attrs, "llm.output_messages", "message.role", ("message.content",),
                              "assistant", limits)
+    found.saw_output = bool(found.outputs)
     return found
 
 
@@ -129,8 +146,9 @@ def read_openinference_values(attrs: Attributes, limits: Limits) -> Found | None
     if "input.value" not in attrs and "output.value" not in attrs:
         return None
     found = Found("openinference_value")
-    found.inputs, found.systems = _split_systems(_loose(attrs, "input.value", "user", limits))
-    found.outputs = _loose(attrs, "output.value", "assistant", limits)
+    found.inputs, found.systems = _split_systems(
+        _loose(attrs, "input.value", "user", limits, found))
+    found.outputs = _loose(attrs, "output.value", "assistant", limits, found)
     return found
 
 
@@ -140,8 +158,8 @@ def read_traceloop(attrs: Attributes, limits: Limits) -> Found | None:
         return None
     found = Found("traceloop")
     found.inputs, found.systems = _split_systems(
-        _loose(attrs, "traceloop.entity.input", "user", limits))
-    found.outputs = _loose(attrs, "traceloop.entity.output", "assistant", limits)
+        _loose(attrs, "traceloop.entity.input", "user", limits, found))
+    found.outputs = _loose(attrs, "traceloop.entity.output", "assistant", limits, found)
     return found
 
 
@@ -150,8 +168,8 @@ def read_mastra(attrs: Attributes, limits: Limits) -> Found | None:
     if "mastra.span.type" not in attrs:
         return None
     found = Found("mastra")
-    found.inputs, found.systems = _split_systems(_loose(attrs, "input", "user", limits))
-    found.outputs = _loose(attrs, "output", "assistant", limits)
+    found.inputs, found.systems = _split_systems(_loose(attrs, "input", "user", limits, found))
+    found.outputs = _loose(attrs, "output", "assistant", limits, found)
     return found
 
 

@@ -1,25 +1,29 @@
-"""A bounded per-trace buffer of conversation content, for agent runs whose own span is empty.
+"""A bounded per-trace buffer of what an interaction is made of, until it can be judged.
 
 Some instrumentations put the conversation only on the LLM spans under the agent span
 (OpenInference's OpenAI Agents SDK), or only on log records of those LLM calls (the OTel GenAI
-instrumentations in ``EVENT_ONLY`` mode). Children end before their parent, so the processor
-keeps that content here and, when the agent span ends, assembles the run from the pieces under
-it (:meth:`TraceBuffer.pieces_under`).
+instrumentations in ``EVENT_ONLY`` mode), and every agent's steps (tool calls, retrievals) are
+spans of their own. Children end before their parent, so the processor keeps these *pieces*
+here and, when the interaction is judged, assembles the run from the pieces under it
+(:meth:`TraceBuffer.pieces_under`).
 
-One interaction, one evaluation: a piece belongs to the innermost selected agent span above
-it. A run assembled for an outer agent span (a workflow root, a supervisor) leaves out the
-pieces of the agent spans nested in it, which are evaluated on their own.
+One interaction, one evaluation: the spans that may be an interaction (agent runs, workflows,
+graph roots) wait here as *pending candidates* until the trace's local root ends (or the trace
+goes idle), when :func:`otel_scorers.capture.interactions.resolve` tells the topmost ones apart
+(:meth:`TraceBuffer.take_pending`). With per-agent evaluation, a piece belongs to the innermost
+selected agent span above it instead.
 
 Records can come after their span (a gateway receives ``/v1/logs`` and ``/v1/traces``
 separately); the span, having carried no content, left no parent link then. Such a record is
 placed by time: it belongs to the innermost selected agent span of its trace whose lifetime
 covers the record's timestamp (both clocks are the application's).
 
-Bounded four ways, each drop counted: number of traces (oldest evicted), content spans and
-records per trace, total bytes of content (every value kind counted: strings, arrays,
-structured values), and age (``max_age_s``). Parent links of every span in a buffered trace are
-kept (a few bytes each) so descendants are found through intermediate spans (chains, tools)
-that carry no content themselves.
+Bounded four ways, each drop counted: number of traces (oldest evicted), pieces and records
+per trace, total bytes of content (every value kind counted: strings, arrays, structured
+values), and age (``max_age_s``). Parent links of every span in a buffered trace are kept (a
+few bytes each) so descendants are found through intermediate spans that carry nothing
+themselves. Pending candidates of an evicted or expired trace are never lost silently: they
+are handed back (:meth:`TraceBuffer.take_evicted`) to be decided and their spans passed on.
 """
 
 from __future__ import annotations
@@ -34,11 +38,13 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_scorers.capture.conventions import CONTENT_KEYS, value_size
+from otel_scorers.capture.interactions import Candidate
+from otel_scorers.capture.kinds import AGENT, LLM, span_kind
 from otel_scorers.capture.logs import RecordContent
 from otel_scorers.capture.pieces import Piece, pieces_under
 from otel_scorers.emit.names import Reason
 
-__all__ = ["CONTENT_KEY_SET", "TraceBuffer"]
+__all__ = ["CONTENT_KEY_SET", "Pending", "TraceBuffer"]
 
 SPAN_OVERHEAD = 512
 CONTENT_KEY_SET = frozenset(CONTENT_KEYS)
@@ -56,19 +62,34 @@ def content_size(attrs: Mapping[str, Any]) -> int:
 @dataclass
 class _Trace:
     created: float
+    touched: float = 0.0
     spans: list[tuple[ReadableSpan, Mapping[str, Any]]] = field(default_factory=list)
     records: dict[int, list[RecordContent]] = field(default_factory=dict)
     record_count: int = 0
     parents: dict[int, int | None] = field(default_factory=dict)
     agents: dict[int, tuple[int, int]] = field(default_factory=dict)  # span id -> start, end
+    pending: list[Candidate] = field(default_factory=list)
+    llm: set[int] = field(default_factory=set)  # span ids of LLM calls and content
     size: int = 0
     closed: bool = False
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A trace's pending candidates taken for resolution, with what resolving them needs."""
+
+    trace_id: int
+    candidates: tuple[Candidate, ...]
+    parents: Mapping[int, int | None]
+    llm_spans: frozenset[int]
+    #: why the trace left the buffer undecided (evicted, expired), else ``None``
+    reason: str | None = None
 
 
 class TraceBuffer:
     """Content spans, content log records, parent links and agent spans per trace, bounded."""
 
-    def __init__(self, *, max_traces: int = 2_000, max_spans_per_trace: int = 64,
+    def __init__(self, *, max_traces: int = 2_000, max_spans_per_trace: int = 256,
                  max_bytes: int = 32 * 1024 * 1024, max_age_s: float = 120.0) -> None:
         self.max_traces = max_traces
         self.max_spans_per_trace = max_spans_per_trace
@@ -80,6 +101,8 @@ class TraceBuffer:
         self._bytes = 0
         self._lock = threading.Lock()
         self.dropped: Counter[str] = Counter()
+        #: Pending candidates of traces evicted or expired before they were decided.
+        self._evicted: list[Pending] = []
 
     def __len__(self) -> int:
         return len(self._traces)
@@ -95,28 +118,33 @@ class TraceBuffer:
         self._traces.clear()
         self._bytes = 0
         self.dropped.clear()
+        self._evicted = []
 
     # -- recording (hot path) --------------------------------------------------------------
     def observe(self, span: ReadableSpan, attrs: Mapping[str, Any] | None,
-                *, keep_content: bool = True, agent: bool = False, create: bool = False
-                ) -> None:
-        """Record ``span``'s content (when it has some and ``keep_content``), its parent link
-        (when its trace is buffered, or ``create``) and whether it is a selected agent span.
-        Selected runs pass ``keep_content=False``: their own content is read directly; with a
-        log side, which may bring their content later, they pass ``create`` too.
+                *, keep_content: bool = True, agent: bool = False, create: bool = False,
+                piece: bool = False) -> None:
+        """Record ``span`` as a piece (when it has content and ``keep_content``, or ``piece``:
+        a step or an LLM call), its parent link (when its trace is buffered, or ``create``) and
+        whether it is a selected agent span (its lifetime places records that come without a
+        parent link). Per-agent runs pass ``keep_content=False``: their own content is read
+        directly; with a log side, which may bring their content later, they pass ``create``
+        too.
 
-        Called on the hot path: a few dict lookups unless the span has content.
+        Called on the hot path: a few dict lookups unless the span is a piece.
         """
         context = span.context
         if context is None:
             return
         trace_id = context.trace_id
-        has_content = keep_content and attrs is not None and not CONTENT_KEY_SET.isdisjoint(attrs)
+        has_content = attrs is not None and (piece or (
+            keep_content and not CONTENT_KEY_SET.isdisjoint(attrs)))
         if not has_content and not create and trace_id not in self._traces:
             return
         parent = span.parent.span_id if span.parent is not None else None
         with self._lock:
             entry = self._entry(trace_id)
+            entry.touched = time.monotonic()
             if len(entry.parents) < self.max_spans_per_trace * LINKS_PER_SPAN:
                 entry.parents[context.span_id] = parent
             if agent:
@@ -128,12 +156,98 @@ class TraceBuffer:
                                     + ROOT_GRACE_S)
                 entry.closed = True
             if has_content and attrs is not None:
-                self._add(entry, content_size(attrs), lambda: entry.spans.append((span, attrs)))
+                self._add(entry, content_size(attrs), lambda: self._keep(entry, span, attrs))
+
+    @staticmethod
+    def _keep(entry: _Trace, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
+        entry.spans.append((span, attrs))
+        if span.context is not None and (span_kind(attrs) in (LLM, None) or not
+                                         CONTENT_KEY_SET.isdisjoint(attrs)):
+            entry.llm.add(span.context.span_id)
+
+    def touch(self, span: ReadableSpan) -> None:
+        """Make sure ``span``'s trace is buffered, with its parent link: a candidate on its
+        way to the worker, so that the spans of its trace that end meanwhile (its parents, the
+        root) leave their links too."""
+        context = span.context
+        if context is None:
+            return
+        with self._lock:
+            entry = self._entry(context.trace_id)
+            entry.touched = time.monotonic()
+            if len(entry.parents) < self.max_spans_per_trace * LINKS_PER_SPAN:
+                entry.parents[context.span_id] = span.parent.span_id if span.parent else None
+
+    def add_candidate(self, candidate: Candidate) -> bool:
+        """A span that may be an interaction: pending until its trace is resolved. An agent
+        span's content counts as a piece of whatever interaction holds it. ``False`` (counted)
+        when its trace holds ``max_spans_per_trace`` candidates already, or the byte budget is
+        spent: the caller passes the span on undecided."""
+        span = candidate.span
+        context = span.context
+        if context is None:
+            return False
+        with self._lock:
+            entry = self._entry(context.trace_id)
+            entry.touched = time.monotonic()
+            if len(entry.pending) >= self.max_spans_per_trace:
+                self.dropped[Reason.SPAN_LIMIT] += 1
+                return False
+            if self._bytes + SPAN_OVERHEAD > self.max_bytes:
+                self.dropped[Reason.BYTE_LIMIT] += 1
+                return False
+            entry.parents[context.span_id] = span.parent.span_id if span.parent else None
+            entry.agents[context.span_id] = (span.start_time or 0, span.end_time or 0)
+            entry.pending.append(candidate)
+            entry.size += SPAN_OVERHEAD
+            self._bytes += SPAN_OVERHEAD
+            attrs = candidate.attributes
+            if candidate.kind == AGENT and (not CONTENT_KEY_SET.isdisjoint(attrs) or span.events):
+                self._add(entry, content_size(attrs), lambda: self._keep(entry, span, attrs))
+        return True
+
+    def take_pending(self, trace_id: int) -> Pending | None:
+        """The trace's pending candidates (taken: each is resolved once), or ``None``."""
+        with self._lock:
+            entry = self._traces.get(trace_id)
+            if entry is None or not entry.pending:
+                return None
+            return self._take(trace_id, entry)
+
+    def _take(self, trace_id: int, entry: _Trace, reason: str | None = None) -> Pending:
+        pending = tuple(entry.pending)
+        entry.pending = []
+        entry.size -= SPAN_OVERHEAD * len(pending)
+        self._bytes -= SPAN_OVERHEAD * len(pending)
+        llm = frozenset(entry.llm | {span_id for span_id, own in entry.records.items() if own})
+        return Pending(trace_id, pending, dict(entry.parents), llm, reason)
+
+    def pending_traces(self, idle_since: float | None = None) -> list[int]:
+        """Traces with pending candidates (``idle_since``: only those where nothing happened
+        since that monotonic time)."""
+        with self._lock:
+            return [trace_id for trace_id, entry in self._traces.items() if entry.pending
+                    and (idle_since is None or entry.touched <= idle_since)]
+
+    def take_evicted(self) -> list[Pending]:
+        """Pending candidates of traces evicted or expired since the last call."""
+        with self._lock:
+            evicted, self._evicted = self._evicted, []
+        return evicted
+
+    def content_count(self, trace_id: int) -> int:
+        """LLM calls and content records buffered for a trace (what went unjudged when it
+        held no interaction)."""
+        with self._lock:
+            entry = self._traces.get(trace_id)
+            return 0 if entry is None else len(entry.llm) + entry.record_count
 
     def observe_record(self, trace_id: int, span_id: int, content: RecordContent) -> None:
         """Record the content of a log record emitted for span ``span_id`` of ``trace_id``."""
         with self._lock:
             entry = self._entry(trace_id)
+
+            entry.touched = time.monotonic()
 
             def keep() -> None:
                 entry.records.setdefault(span_id, []).append(content)
@@ -162,9 +276,11 @@ class TraceBuffer:
         self._bytes += size
 
     # -- reading (worker) ------------------------------------------------------------------
-    def pieces_under(self, agent: ReadableSpan) -> tuple[list[Piece], int]:
-        """The content under ``agent`` that belongs to it (buffered spans and records of its
-        descendants), and how many pieces were left out as a nested agent span's."""
+    def pieces_under(self, agent: ReadableSpan, *, nested_own: bool = False
+                     ) -> tuple[list[Piece], int]:
+        """The pieces under ``agent`` that belong to it (buffered spans and records of its
+        descendants; all of them with ``nested_own``), and how many pieces were left out as a
+        nested agent span's."""
         if agent.context is None:
             return [], 0
         with self._lock:
@@ -175,7 +291,16 @@ class TraceBuffer:
             records = {key: list(value) for key, value in entry.records.items()}
             parents = dict(entry.parents)
             agents = dict(entry.agents)
-        return pieces_under(agent.context.span_id, spans, records, parents, agents)
+        return pieces_under(agent.context.span_id, spans, records, parents, agents,
+                            nested_own=nested_own)
+
+    def links(self, span: ReadableSpan) -> dict[int, int | None]:
+        """The parent links of ``span``'s trace (child span id -> parent span id)."""
+        if span.context is None:
+            return {}
+        with self._lock:
+            entry = self._traces.get(span.context.trace_id)
+            return dict(entry.parents) if entry is not None else {}
 
     def records_of(self, span: ReadableSpan) -> tuple[RecordContent, ...]:
         """The content records emitted for ``span`` itself."""
@@ -192,6 +317,8 @@ class TraceBuffer:
         with self._lock:
             entry = self._traces.pop(trace_id, None)
             if entry is not None:
+                if entry.pending:
+                    self._evicted.append(self._take(trace_id, entry, Reason.TRACE_LIMIT))
                 self._bytes -= entry.size
 
     def sweep(self, now: float | None = None) -> int:
@@ -205,6 +332,8 @@ class TraceBuffer:
         with self._lock:
             for trace_id in [k for k, e in self._traces.items() if e.created <= cutoff]:
                 entry = self._traces.pop(trace_id)
+                if entry.pending:
+                    self._evicted.append(self._take(trace_id, entry, Reason.TRACE_LIMIT))
                 self._bytes -= entry.size
                 if not entry.closed:
                     expired += len(entry.spans) + entry.record_count
@@ -213,6 +342,8 @@ class TraceBuffer:
         return expired
 
     def _evict_oldest(self, reason: str) -> None:
-        _, entry = self._traces.popitem(last=False)
+        trace_id, entry = self._traces.popitem(last=False)
+        if entry.pending:
+            self._evicted.append(self._take(trace_id, entry, reason))
         self._bytes -= entry.size
         self.dropped[reason] += max(1, len(entry.spans) + entry.record_count)

@@ -75,6 +75,12 @@ ENV_VARS: Mapping[str, EnvVar] = {
                                       "comma list of span-name globs to score"),
     "OTEL_SCORERS_AGENTS": EnvVar(("selection", "agents"), _list,
                                   "comma list: score only these agents"),
+    "OTEL_SCORERS_PER_AGENT": EnvVar(("selection", "per_agent"), _bool,
+                                     "judge every agent span on its own, not each interaction "
+                                     "once"),
+    "OTEL_SCORERS_INTERACTION_WAIT_S": EnvVar(("interaction_wait_s",), float,
+                                              "seconds an interaction whose trace root has not "
+                                              "ended waits for more of its spans"),
     "OTEL_SCORERS_EVALUATION_SPANS": EnvVar(("evaluation_spans",), _bool,
                                             "emit evaluation spans"),
     "OTEL_SCORERS_EVENTS": EnvVar(("events",), _bool, "emit gen_ai.evaluation.result events"),

@@ -88,6 +88,8 @@ class SelectionSettings(_Strict):
     span_names: list[str] = []
     attributes: dict[str, Scalar | list[Scalar]] = {}
     agents: list[str] = []
+    #: judge every agent span on its own instead of each interaction once
+    per_agent: bool = False
 
 
 class CaptureSettings(_Strict):
@@ -131,6 +133,9 @@ class Settings(_Strict):
     assemble_from_trace: bool = True
     exported_content: Literal["keep", "strip"] = "keep"
     log_wait_s: float = Field(default=5.0, ge=0)
+    #: an interaction whose trace's local root has not ended is decided once no span of the
+    #: trace has ended for this long
+    interaction_wait_s: float = Field(default=60.0, gt=0)
     max_agents: int = Field(default=100, gt=0)
     fuse_judge_calls: bool = False
     isolation: Literal["thread", "process"] = "thread"

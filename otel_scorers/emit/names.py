@@ -152,6 +152,8 @@ class Reason:
 
     NO_CONTENT: Final = "no_content"        # no usable input/output on the span or its trace
     MALFORMED: Final = "malformed"          # content attributes that could not be parsed
+    UNREADABLE: Final = "unreadable"        # content in a shape that is not text (a framework
+    #                                         state dump, a Python repr): never sent as text
     TOO_LARGE: Final = "too_large"          # content over the capture size limit
     INVALID_INPUT: Final = "invalid_input"  # the scorer rejected the run (e.g. no user prompt)
     NO_RUBRIC: Final = "no_rubric"          # a rubric scorer found no rubric for the run

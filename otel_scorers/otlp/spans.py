@@ -79,8 +79,11 @@ def _readable(span: trace_pb2.Span, resource: Resource,
     context = SpanContext(trace_id, span_id, is_remote=False, trace_flags=flags)
     parent = None
     if span.parent_span_id:
+        # bits 8 and 9 of the flags: "is the parent remote" is known, and it is (the span is
+        # then its process's local root: its trace's interactions can be decided at its end)
+        remote = span.flags & 0x300 == 0x300
         parent = SpanContext(trace_id, int.from_bytes(span.parent_span_id, "big"),
-                             is_remote=False, trace_flags=flags)
+                             is_remote=remote, trace_flags=flags)
     status_code = _STATUS.get(span.status.code, StatusCode.UNSET)
     status = Status(status_code, span.status.message or None
                     if status_code is StatusCode.ERROR else None)

@@ -85,6 +85,7 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
     """Every part of a processor (arguments win over settings; see the processor's doc)."""
     slots = build_slots(scorers if scorers is not None else scorers_from(settings),
                         sampling or sampling_from(settings.sampling))
+    selector = Selector(selection or selection_from(settings.selection))
     mapping, extractor = capture_from(settings, capture)
     # the buffer holds content for trace assembly and from log records (made even without
     # assembly: a run's own log records are kept there too)
@@ -112,8 +113,8 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
         assemble=settings.assemble_from_trace, enriched=enriched[0] if enriched else None,
         defer=defer, fuse=settings.fuse_judge_calls,
         isolated=IsolatedScorers({slot.name: slot.scorer for slot in slots})
-        if settings.isolation == "process" else None)
-    return Parts(slots=slots, selector=Selector(selection or selection_from(settings.selection)),
+        if settings.isolation == "process" else None, per_agent=selector.selection.per_agent)
+    return Parts(slots=slots, selector=selector,
                  buffer=buffer, counts=counts, evaluation=evaluation,
                  enriched=enriched[0] if enriched else None,
                  stripper=ContentStripper(mapping) if settings.exported_content == "strip"
@@ -185,7 +186,7 @@ def selection_from(settings: SelectionSettings) -> Selection:
     return Selection(agent_conventions=settings.agent_conventions,
                      include_llm_spans=settings.include_llm_spans,
                      span_names=tuple(settings.span_names), attributes=dict(settings.attributes),
-                     agents=tuple(settings.agents))
+                     agents=tuple(settings.agents), per_agent=settings.per_agent)
 
 
 def _plain_rubric(rubric: Any) -> Any:

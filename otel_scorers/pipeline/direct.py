@@ -40,24 +40,40 @@ class DirectUse:
     counts: DecisionCounts
 
     def selects(self, span: ReadableSpan) -> bool:
-        """Whether ``span`` is an agent run this processor would consider (selection only:
+        """Whether ``span`` is a candidate this processor would consider (selection only:
         no sampling, nothing counted). This library's own evaluation spans never are."""
-        return not is_own(span) and self._selector.matches(span, attribute_dict(span))
+        return self.candidate_kind(span) is not None
+
+    def candidate_kind(self, span: ReadableSpan) -> str | None:
+        """What ``span`` is a candidate as (``agent``, ``chain``, ``llm``), or ``None``."""
+        if is_own(span):
+            return None
+        return self._selector.kind_of(span, attribute_dict(span))
 
     def is_agent_span(self, span: ReadableSpan) -> bool:
         """Whether ``span`` is selected as an agent run (not as an LLM call): the spans that
-        own the LLM calls under them when runs are assembled."""
+        own the LLM calls under them when runs are assembled per agent."""
         return self.selects(span) and not is_llm_call(attribute_dict(span))
+
+    @property
+    def per_agent(self) -> bool:
+        """Whether every agent span is judged on its own (else each interaction once)."""
+        return self._selector.selection.per_agent
+
+    def keeps(self, agents: set[str]) -> bool:
+        """Whether an interaction of ``agents`` passes the ``agents`` selection."""
+        return self._selector.keeps(agents)
 
     async def evaluate(self, span: ReadableSpan, *,
                        descendants: Sequence[ReadableSpan | Piece] | None = None,
-                       nested: int = 0, scorers: Sequence[str] | None = None
-                       ) -> list[ScoreResult]:
+                       nested: int = 0, scorers: Sequence[str] | None = None,
+                       agent: str | None = None) -> list[ScoreResult]:
         """Capture and judge ``span`` with every scorer now, bypassing sampling and the queue
         (the decisions are counted and results emitted as for live runs). ``descendants`` are
         the content under it (spans or pieces), when its own attributes lack the
         conversation; ``nested`` counts content under it that nested agent spans own;
-        ``scorers`` (names) limits the judging to some of the scorers.
+        ``scorers`` (names) limits the judging to some of the scorers; ``agent`` names the
+        interaction's agent when its span does not.
 
         Returns the results in scorer order; an empty list when nothing could be captured
         (the ``filtered`` decision says why). Runs on the library's background loop.
@@ -66,14 +82,15 @@ class DirectUse:
             slot for slot in self._slots if slot.name in scorers)
         self.counts.select(tuple(slot.name for slot in slots), [])
         return await background_loop.on_loop(
-            self._evaluation.run(Job(span, slots), descendants=descendants or [],
+            self._evaluation.run(Job(span, slots, agent=agent), descendants=descendants or [],
                                  nested=nested))
 
     def capture(self, span: ReadableSpan, *,
                 descendants: Sequence[ReadableSpan | Piece] | None = None,
-                nested: int = 0) -> Captured:
+                nested: int = 0, agent: str | None = None) -> Captured:
         """The run this processor would judge for ``span`` (no judge call, nothing counted)."""
-        return self._evaluation.capture(span, descendants=descendants, nested=nested)
+        return self._evaluation.capture(span, descendants=descendants, nested=nested,
+                                        agent=agent)
 
     def agent_of(self, span: ReadableSpan) -> str | None:
         """The agent name of ``span`` as capture reads it (the mapping's key first)."""

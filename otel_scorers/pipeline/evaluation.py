@@ -25,6 +25,7 @@ from otel_scorers.capture import (
     agent_name,
     capture_span,
 )
+from otel_scorers.capture.advice import content_fix
 from otel_scorers.capture.pieces import Piece
 from otel_scorers.capture.trace import TraceBuffer
 from otel_scorers.emit import names as n
@@ -53,12 +54,14 @@ logger = logging.getLogger(__name__)
 class Job:
     """An ended span to evaluate, the scorers that sampled it, and its attributes as they were
     when it ended (``None``: read them from the span). ``attempt`` counts the times the job
-    came back after waiting for log records that carry its content."""
+    came back after waiting for log records that carry its content; ``agent`` names the
+    interaction's agent when its span does not (a workflow root holding named agents)."""
 
     span: ReadableSpan
     slots: tuple[Slot, ...]
     attributes: Mapping[str, Any] | None = None
     attempt: int = 0
+    agent: str | None = None
 
 
 @dataclass
@@ -89,6 +92,8 @@ class Evaluation:
     fuse: bool = False
     #: Scorers that judge in a child process (``isolation: process``), else ``None``.
     isolated: IsolatedScorers | None = None
+    #: Per-agent evaluation: a run owns only the pieces no nested agent span owns.
+    per_agent: bool = False
 
     def reset_after_fork(self) -> None:
         """In a forked child: no judgements in flight, an empty cache, fresh locks."""
@@ -99,28 +104,32 @@ class Evaluation:
     # -- capture --------------------------------------------------------------------------
     def capture(self, span: ReadableSpan, *, attributes: Mapping[str, Any] | None = None,
                 descendants: Sequence[ReadableSpan | Piece] | None = None,
-                nested: int = 0) -> Captured:
+                nested: int = 0, agent: str | None = None) -> Captured:
         """The run to judge for ``span`` (no judge call, nothing counted). Without
-        ``descendants``, the content buffered under it (spans and log records) is used;
-        ``nested`` counts content under it that nested agent spans own."""
+        ``descendants``, what is buffered under it (spans and log records) is used;
+        ``nested`` counts content under it that nested agent spans own (per-agent)."""
         records: Sequence[Any] = ()
         pieces: Sequence[Any] = list(descendants or ())
+        links: dict[int, int | None] = {}
         if descendants is None and self.buffer is not None:
             records = self.buffer.records_of(span)
             if self.assemble:
-                pieces, nested = self.buffer.pieces_under(span)
+                pieces, nested = self.buffer.pieces_under(span, nested_own=not self.per_agent)
+                links = self.buffer.links(span)
+        agent = agent_name(span, self.mapping, attributes=attributes) or agent
         return capture_span(span, attributes=attributes, mapping=self.mapping,
                             extractor=self.extractor, limits=self.limits, descendants=pieces,
-                            records=records, nested=nested, rubric=self._rubric_for(span))
+                            records=records, nested=nested,
+                            rubric=self._rubric_for(span, agent), agent=agent, links=links)
 
     def agent_of(self, span: ReadableSpan) -> str | None:
         """The agent name of ``span`` as capture reads it (the mapping's key first)."""
         return agent_name(span, self.mapping)
 
-    def _rubric_for(self, span: ReadableSpan) -> RubricLike | None:
+    def _rubric_for(self, span: ReadableSpan, agent: str | None = None) -> RubricLike | None:
         if not self.rubrics:
             return None
-        agent = self.agent_of(span)
+        agent = agent or self.agent_of(span)
         chosen: RubricLike | None = self.rubrics.get(agent or "", self.rubrics.get("*"))
         return chosen
 
@@ -135,7 +144,7 @@ class Evaluation:
         span = job.span
         try:
             captured = self.capture(span, attributes=job.attributes, descendants=descendants,
-                                    nested=nested)
+                                    nested=nested, agent=job.agent)
         except Exception:
             self.log_once("capture", "otel-scorers capture failed unexpectedly")
             captured = Captured(None, reason=Reason.INTERNAL)
@@ -148,8 +157,7 @@ class Evaluation:
             for slot in job.slots:
                 self.counts.add(slot.name, Decision.FILTERED, captured.reason or Reason.NO_CONTENT)
                 self.release(span, {})
-            logger.debug("span %s not scored: %s (%s)", span.name, captured.reason,
-                         captured.detail)
+            self._say_why(span, captured, job.attributes)
             return []
         batches = (call_batches((s.name, s.scorer) for s in job.slots)
                    if self.fuse and self.isolated is None else {})
@@ -157,6 +165,30 @@ class Evaluation:
                                                      batches.get(slot.name))
                                           for slot in job.slots))
         return [result for result in results if result is not None]
+
+    def _say_why(self, span: ReadableSpan, captured: Captured,
+                 attributes: Mapping[str, Any] | None) -> None:
+        """One warning per reason and fix, per process: what was not scored, and what to
+        change (the instrumentation's content switch, for runs without content)."""
+        reason = captured.reason or Reason.NO_CONTENT
+        logger.debug("span %s not scored: %s (%s)", span.name, reason, captured.detail)
+        if reason == Reason.NESTED_AGENT:
+            return  # per-agent evaluation at work: the nested agents are judged
+        if reason == Reason.NO_CONTENT:
+            scope = span.instrumentation_scope.name if span.instrumentation_scope else None
+            fix = content_fix(scope, attributes if attributes is not None
+                              else span.attributes or {})
+        elif reason == Reason.UNREADABLE:
+            fix = ("keep the content of the framework's LLM calls on (their messages are read "
+                   "before its serialized state), or name the attributes holding the question "
+                   "and the answer with capture={'input': ..., 'output': ...}")
+        elif reason == Reason.INTERNAL:
+            return  # logged with its traceback where it happened
+        else:
+            fix = "check what the instrumentation writes (capture_limits bound what is read)"
+        self.log_once(f"why:{reason}:{fix}", f"otel-scorers: {span.name!r} was not scored "
+                      f"({reason}): {captured.detail}. To fix: {fix}. (Logged once; counted in "
+                      "the decisions, reason " + reason + ")")
 
     async def _score(self, span: ReadableSpan, slot: Slot, captured: Captured,
                      batch: CallBatch | None = None) -> ScoreResult | None:

@@ -24,7 +24,6 @@ from otel_scorers.capture.logs import content_of
 from otel_scorers.capture.trace import TraceBuffer
 from otel_scorers.pipeline.content import ContentStripper
 from otel_scorers.pipeline.deferral import Deferred
-from otel_scorers.pipeline.unselected import Unselected
 
 __all__ = ["ScoringLogProcessor"]
 
@@ -35,13 +34,10 @@ class ScoringLogProcessor(LogRecordProcessor):
     """Feeds GenAI content from log records to a scoring processor (see the module doc)."""
 
     def __init__(self, *, buffer: TraceBuffer, deferred: Deferred,
-                 stripper: ContentStripper | None, unselected: Unselected,
-                 warn: Callable[[], None], stopped: Callable[[], bool]) -> None:
+                 stripper: ContentStripper | None, stopped: Callable[[], bool]) -> None:
         self._buffer = buffer
         self._deferred = deferred
         self._stripper = stripper
-        self._unselected = unselected
-        self._warn = warn
         self._stopped = stopped
         self._failed = False
 
@@ -76,8 +72,6 @@ class ScoringLogProcessor(LogRecordProcessor):
         if trace_id and span_id and not self._stopped():
             self._buffer.observe_record(trace_id, span_id, content)
             self._deferred.arrived(trace_id)
-        if self._unselected.note(event, None, record=True):
-            self._warn()
         if self._stripper is not None:
             self._stripper.strip_record(record)
 

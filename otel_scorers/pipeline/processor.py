@@ -39,7 +39,9 @@ from opentelemetry.trace import TracerProvider
 
 from otel_scorers import background_loop
 from otel_scorers.capture import CaptureMapping, Extractor, Limits, attribute_dict
-from otel_scorers.capture.trace import CONTENT_KEY_SET
+from otel_scorers.capture.interactions import Candidate, is_local_root, resolve
+from otel_scorers.capture.kinds import KIND_KEYS, span_kind
+from otel_scorers.capture.trace import CONTENT_KEY_SET, Pending
 from otel_scorers.emit.names import Decision, Reason
 from otel_scorers.pipeline import build
 from otel_scorers.pipeline.deferral import Deferred
@@ -59,6 +61,9 @@ __all__ = ["ScorerSpec", "ScoringSpanProcessor"]
 logger = logging.getLogger(__name__)
 
 ContentMode = Literal["full", "truncate", "none"]
+
+#: The worker's signal to decide every trace still waiting for its root (flush, exit, stop).
+RESOLVE_ALL = object()
 
 
 class ScoringSpanProcessor(DirectUse, SpanProcessor):
@@ -112,6 +117,7 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
         assemble_from_trace: bool | None = None,
         exported_content: Literal["keep", "strip"] | None = None,
         log_wait_s: float | None = None,
+        interaction_wait_s: float | None = None,
         max_agents: int | None = None,
         fuse_judge_calls: bool | None = None,
         isolation: Literal["thread", "process"] | None = None,
@@ -126,6 +132,7 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
             "max_held": max_held, "shutdown_timeout_s": shutdown_timeout_s,
             "exit_timeout_s": exit_timeout_s, "assemble_from_trace": assemble_from_trace,
             "exported_content": exported_content, "log_wait_s": log_wait_s,
+            "interaction_wait_s": interaction_wait_s,
             "max_agents": max_agents, "fuse_judge_calls": fuse_judge_calls,
             "isolation": isolation}, config)
         self.settings = settings
@@ -152,11 +159,11 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
                                            periodic=self._periodic, admit=self._decide,
                                            rejected=self._dropped)
         self._could_match = self._selector.could_match
-        self._run_operations = self._selector.run_operations
+        self._per_agent = self._selector.selection.per_agent
         keys = self._selector.could_match_keys
         #: on_end's first test: a span with none of these keys is neither a possible run nor
-        #: content (``None``: any span may be a run, by name pattern or predicate)
-        self._watched = None if keys is None else keys | CONTENT_KEY_SET
+        #: a piece of one (``None``: any span may be a run, by name pattern or predicate)
+        self._watched = None if keys is None else keys | CONTENT_KEY_SET | KIND_KEYS
         self._log_side: ScoringLogProcessor | None = None
         self._unselected = Unselected()
         self._shutdown = False
@@ -191,7 +198,6 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
         if self._log_side is None:
             self._log_side = ScoringLogProcessor(
                 buffer=self._buffer, deferred=self._deferred, stripper=self._stripper,
-                unselected=self._unselected, warn=self._warn_unselected,
                 stopped=lambda: self._shutdown or bool(self.disabled_because))
         return self._log_side
 
@@ -205,26 +211,26 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
                 attrs = span._attributes._dict  # type: ignore[union-attr]
             except AttributeError:
                 attrs = attribute_dict(span)
-            operation = attrs.get("gen_ai.operation.name")
-            if operation is not None and operation in self._run_operations:
-                self._offer(span, attrs)  # an agent run by the GenAI conventions
-                return
             watched = self._watched
             if watched is None or not watched.isdisjoint(attrs):
-                if self._could_match(attrs):
-                    self._offer(span, attrs)
+                kind = span_kind(attrs)
+                if self._could_match(attrs, kind):
+                    self._offer(span, attrs)  # a possible interaction: the worker decides
                     return
-                if not CONTENT_KEY_SET.isdisjoint(attrs):
-                    self._content(span, attrs)
+                if kind is not None or not CONTENT_KEY_SET.isdisjoint(attrs):
+                    self._piece(span, attrs, kind is not None)
                     return
-            # The common case: a span that cannot be selected and carries no content the
-            # buffer keeps is only a parent link for trace assembly. This library's own spans
-            # take this path too, harmlessly (nothing selects or buffers them here).
+            # The common case: a span that is neither a candidate nor a piece is at most a
+            # parent link for trace assembly, or the local root whose end lets the worker
+            # decide its trace's interactions. This library's own spans take this path too,
+            # harmlessly (nothing selects or buffers them here).
             buffer = self._buffer
             if buffer.traces:
                 context = span.context
                 if context is not None and context.trace_id in buffer.traces:
                     buffer.observe(span, None)
+                    if not self._per_agent and is_local_root(span):
+                        self._trigger(span)
             if self._stripper is not None:
                 self._stripper.strip_if_content(span, attrs)
             if self._enriched is not None:
@@ -236,64 +242,151 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
 
     def _offer(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
         """A possible run: the worker decides (selection, sampling, counting) in the order the
-        spans ended; only stripping cannot wait for it."""
+        spans ended; only stripping cannot wait for it. Its trace is buffered now, so that
+        the spans of it that end meanwhile (its parents, the root) leave their links."""
+        if not self._per_agent:
+            self._buffer.touch(span)
         if self._stripper is not None:
             self._stripper.strip_if_content(span, attrs)  # attrs stays whole for capture
         if not self._worker.offer((span, attrs)):
             self._decide_now(span, attrs)
 
-    def _content(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
-        """A span with content that cannot be a run (an LLM call under an agent): buffered
-        right away, so that later spans of its trace find its entry and leave their parent
-        links (which assembly needs) before the worker reads them."""
+    def _piece(self, span: ReadableSpan, attrs: Mapping[str, Any], step: bool) -> None:
+        """A piece of an interaction (an LLM call, a tool call, a retrieval, content that
+        cannot be a run): buffered right away, so that later spans of its trace find its entry
+        and leave their parent links (which assembly needs) before the worker reads them."""
         if not is_own(span):
-            self._buffer.observe(span, attrs)
-            if self._unselected.note(span.name, attrs):
-                self._warn_unselected()
+            self._buffer.observe(span, attrs, piece=step)
+            if not self._per_agent and is_local_root(span):
+                self._trigger(span)  # an LLM call traced on its own: its trace is complete
         if self._stripper is not None:
             self._stripper.strip_if_content(span, attrs)
         self._forward(span)
+
+    def _trigger(self, span: ReadableSpan) -> None:
+        """A buffered trace's local root ended: the worker decides its interactions (after
+        every candidate offered before it)."""
+        if not self._worker.offer((span, None)):
+            for job in self._decide((span, None)):
+                if not self._worker.submit(job):
+                    self._dropped(job)
 
     def _decide_now(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
         """The intake was full or the worker stopped: decide on the calling thread."""
         if self._shutdown:
             self._forward(span)
             return
-        job = self._decide((span, attrs))
-        if job is not None and not self._worker.submit(job):
-            self._dropped(job)
+        for job in self._decide((span, attrs)):
+            if not self._worker.submit(job):
+                self._dropped(job)
 
     # -- the worker's side of on_end --------------------------------------------------------
-    def _decide(self, item: tuple[ReadableSpan, Mapping[str, Any]]) -> Job | None:
-        """A possible run, in the order spans ended: buffer, select, sample, count; the job to
-        evaluate, or ``None`` (the span was passed on)."""
-        span, attrs = item
+    def _decide(self, item: tuple[ReadableSpan, Mapping[str, Any] | None] | object
+                ) -> Sequence[Job]:
+        """A possible run (or a local root's end, attributes ``None``), in the order spans
+        ended: the jobs to evaluate now (often none: candidates wait for their trace)."""
+        if item is RESOLVE_ALL:
+            return self._resolve_all()
+        span, attrs = item  # type: ignore[misc]
         try:
+            if attrs is None:
+                return self._resolve(span)
             if is_own(span):
                 self._forward(span)
-                return None
-            buffer = self._buffer
-            selected = self._selector.matches(span, attrs)
-            # with a log side, a run's content may come later, by time: keep its window
-            agent = selected and not is_llm_call(attrs)
-            create = agent and self._log_side is not None
-            if create or buffer.traces or not CONTENT_KEY_SET.isdisjoint(attrs):
-                buffer.observe(span, attrs, keep_content=not selected, agent=agent,
-                               create=create)
-            chosen = self._sample(span) if selected else ()
-            if not chosen:
-                if not selected and self._unselected.note(span.name, attrs):
-                    self._warn_unselected()
+                return ()
+            if self._per_agent:
+                return self._decide_agent(span, attrs)
+            kind = self._selector.kind_of(span, attrs)
+            if kind is not None:
+                if not self._buffer.add_candidate(Candidate(span, attrs, kind)):
+                    self._forward(span)  # over the trace's bound: passed on, counted
+            else:  # a span the hot path could not rule out (a name pattern, a predicate)
+                self._buffer.observe(span, attrs, piece=span_kind(attrs) is not None)
                 self._forward(span)
-                return None
-            if self._enriched is not None:
-                self._enriched.hold(span, len(chosen))
-            return Job(span, chosen, attrs)
+            return self._resolve(span) if is_local_root(span) else ()
         except Exception:
             self._log_once("on_end", "otel-scorers could not process a span; it was passed on "
                                      "unscored")
             self._forward(span)
-            return None
+            return ()
+
+    def _decide_agent(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> Sequence[Job]:
+        """Per-agent evaluation: every selected agent span is a run, decided when it ends."""
+        buffer = self._buffer
+        selected = self._selector.matches(span, attrs)
+        # with a log side, a run's content may come later, by time: keep its window
+        agent = selected and not is_llm_call(attrs)
+        create = agent and self._log_side is not None
+        if create or buffer.traces or not CONTENT_KEY_SET.isdisjoint(attrs):
+            buffer.observe(span, attrs, keep_content=not selected, agent=agent, create=create)
+        chosen = self._sample(span) if selected else ()
+        if not chosen:
+            if not selected and self._unselected.note(span.name, attrs):
+                self._warn_unselected()
+            self._forward(span)
+            return ()
+        if self._enriched is not None:
+            self._enriched.hold(span, len(chosen))
+        return (Job(span, chosen, attrs),)
+
+    def _resolve(self, span: ReadableSpan) -> Sequence[Job]:
+        """``span``'s trace is complete (its local root ended): its interactions are decided."""
+        context = span.context
+        if context is None:
+            return ()
+        pending = self._buffer.take_pending(context.trace_id)
+        if pending is None:
+            self._note_unjudged(context.trace_id, span.name)
+            return ()
+        return self._jobs_of(pending)
+
+    def _resolve_all(self, idle_since: float | None = None) -> list[Job]:
+        """Decide every trace still waiting (flush, exit; ``idle_since``: only idle ones)."""
+        jobs: list[Job] = []
+        for trace_id in self._buffer.pending_traces(idle_since):
+            pending = self._buffer.take_pending(trace_id)
+            if pending is not None:
+                jobs.extend(self._jobs_of(pending))
+        return jobs
+
+    def _jobs_of(self, pending: Pending, lost: str | None = None) -> list[Job]:
+        """The interactions among a trace's candidates, sampled (every other candidate is
+        passed on); ``lost``: the trace was evicted before it could be judged, each interaction
+        is counted as dropped for that reason."""
+        interactions, rest = resolve(pending.candidates, pending.parents, pending.llm_spans)
+        for candidate in rest:
+            self._forward(candidate.span)
+        if not interactions:
+            self._note_unjudged(pending.trace_id, pending.candidates[0].span.name)
+        jobs: list[Job] = []
+        for interaction in interactions:
+            for candidate in interaction.inner:
+                self._forward(candidate.span)
+            root = interaction.root
+            if not self._selector.keeps(interaction.agents):
+                self._forward(root.span)
+                continue
+            if lost is not None:
+                self.counts.select(self._names, [])
+                for slot in self._slots:
+                    self.counts.add(slot.name, Decision.DROPPED, lost)
+                self._forward(root.span)
+                continue
+            chosen = self._sample(root.span)
+            if not chosen:
+                self._forward(root.span)
+                continue
+            if self._enriched is not None:
+                self._enriched.hold(root.span, len(chosen))
+            jobs.append(Job(root.span, chosen, root.attributes, agent=interaction.agent))
+        return jobs
+
+    def _note_unjudged(self, trace_id: int, name: str) -> None:
+        """A trace ended with no interaction: its LLM calls went unjudged (counted for the
+        warning that says what to select)."""
+        count = self._buffer.content_count(trace_id)
+        if count and self._unselected.note(name, None, record=True, count=count):
+            self._warn_unselected()
 
     def _sample(self, span: ReadableSpan) -> tuple[Slot, ...]:
         """The scorers that will judge a selected span; the others' decisions are counted."""
@@ -344,7 +437,14 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
 
     # -- housekeeping ---------------------------------------------------------------------
     def _periodic(self) -> None:
+        if not self._per_agent:
+            idle = time.monotonic() - self.settings.interaction_wait_s
+            for job in self._resolve_all(idle):
+                if not self._worker.submit(job):
+                    self._dropped(job)
         self._buffer.sweep()
+        for pending in self._buffer.take_evicted():
+            self._jobs_of(pending, lost=pending.reason)
         if self._enriched is not None:
             self._enriched.sweep()
         if len(self._deferred):
@@ -363,25 +463,46 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
 
     # -- flush, exit and shutdown -----------------------------------------------------------
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        """Wait for queued evaluations (and export enriched spans) within the timeout. Runs
-        waiting for log records are decided now (in one process, the records came already)."""
+        """Decide every run seen so far and wait for its evaluations (and export enriched
+        spans) within the timeout; ``True`` only when every run has its decision. Interactions
+        whose trace is still open are decided with what has ended; runs waiting for log
+        records are decided now (in one process, the records came already)."""
         deadline = time.monotonic() + timeout_millis / 1000.0
-        self._resubmit(self._deferred.take_all())
+        done = self._settle(deadline)
         self._warn_unselected()
-        done = self._worker.flush(max(0.0, deadline - time.monotonic()))
         if self._enriched is not None:
             remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
             done = self._enriched.force_flush(remaining_ms) and done
         return done
+
+    def _settle(self, deadline: float) -> bool:
+        """Every trace decided, every evaluation done (a run set aside for its log records
+        comes back at once), before ``deadline``; ``False`` if it passed first."""
+        self._decide_all()
+        while True:
+            self._resubmit(self._deferred.take_all())
+            if not self._worker.flush(max(0.0, deadline - time.monotonic())):
+                return False
+            if not len(self._deferred):
+                return True
+
+    def _decide_all(self) -> None:
+        """Have the worker decide every waiting trace, after the spans already offered."""
+        if self._per_agent or self._shutdown:
+            return
+        if not self._worker.offer(RESOLVE_ALL):
+            for job in self._resolve_all():
+                if not self._worker.submit(job):
+                    self._dropped(job)
 
     def _at_exit(self) -> None:
         """The main thread finished: let pending evaluations finish within ``exit_timeout_s``
         (before the SDK's providers shut down), and drop and count what is left."""
         if self._shutdown:
             return
-        self._resubmit(self._deferred.take_all())
+        settled = self._settle(time.monotonic() + self.settings.exit_timeout_s)
         self._warn_unselected()
-        if self._worker.flush(self.settings.exit_timeout_s):
+        if settled:
             return
         before = self.counts.count(Decision.DROPPED, Reason.EXIT)
         self._evaluation.cancel_reason = Reason.EXIT
@@ -399,6 +520,7 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
         with self._shutdown_lock:
             if self._shutdown:
                 return
+            self._decide_all()
             self._resubmit(self._deferred.take_all())
             self._shutdown = True
         abandoned = self._worker.stop(self.settings.shutdown_timeout_s)

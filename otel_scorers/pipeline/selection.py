@@ -1,11 +1,15 @@
-"""Which ended spans are agent runs worth scoring.
+"""Which ended spans may be interactions worth scoring.
 
-By default: GenAI ``gen_ai.operation.name = invoke_agent``, OpenInference
-``openinference.span.kind = AGENT``, Traceloop ``traceloop.span.kind = agent | workflow`` and
-Mastra agent runs (``mastra.span.type = agent_run``). Options add LLM ``chat`` spans, span-name
-patterns (shell-style globs), attribute predicates (all must hold; a list value means
-membership) and a callable; any matching rule selects. ``agents`` then restricts selection to
-the named agents. Bad options raise :class:`ConfigError` at construction.
+By default the agent-run conventions (GenAI ``invoke_agent``, OpenInference ``AGENT``,
+Traceloop ``agent``, Mastra ``agent_run``) and the workflow / chain conventions (GenAI
+``invoke_workflow``, OpenInference ``CHAIN``, Traceloop ``workflow`` / ``task``, Mastra
+``workflow_run``) mark *candidates*; the topmost candidate of each part of a trace is the
+interaction (:mod:`otel_scorers.capture.interactions`). Options add LLM ``chat`` spans,
+span-name patterns (shell-style globs), attribute predicates (all must hold; a list value
+means membership) and a callable; spans they select are candidates like agent runs.
+``agents`` then keeps the interactions of the named agents. ``per_agent`` restores per-agent
+evaluation: every agent-run span is judged on its own, on the LLM calls it owns. Bad options
+raise :class:`ConfigError` at construction.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_scorers.capture import agent_name
 from otel_scorers.capture.conventions import AGENT_NAME_KEYS
+from otel_scorers.capture.kinds import AGENT, CHAIN, KIND_KEYS, LLM, span_kind
 from otel_scorers.errors import ConfigError
 
-__all__ = ["Selection", "Selector", "is_agent_run"]
+__all__ = ["Selection", "Selector", "is_llm_call"]
 
 _LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _CONVENTION_KEYS = ("gen_ai.operation.name", "openinference.span.kind", "traceloop.span.kind",
@@ -40,29 +45,10 @@ class Selection:
     attributes: Mapping[str, Any] = field(default_factory=dict)
     agents: Sequence[str] = ()
     predicate: Callable[[ReadableSpan], bool] | None = None
+    per_agent: bool = False
 
 
-_OTHER_CONVENTION_KEYS = frozenset(_CONVENTION_KEYS[1:4])
-_AGENT_OPERATIONS = ("invoke_agent", "agent.run")
-
-
-def is_agent_run(attrs: Mapping[str, Any]) -> bool:
-    """An agent-run span by one of the conventions (on the hot path: a GenAI span that is not
-    an agent run returns after one lookup and one set test)."""
-    operation = attrs.get("gen_ai.operation.name")
-    if operation is not None:
-        if operation in _AGENT_OPERATIONS:
-            return True
-        if _OTHER_CONVENTION_KEYS.isdisjoint(attrs):
-            return False
-    if attrs.get("openinference.span.kind") == "AGENT":
-        return True
-    if attrs.get("traceloop.span.kind") in ("agent", "workflow"):
-        return True
-    return attrs.get("mastra.span.type") == "agent_run"
-
-
-def _anything(_attrs: Mapping[str, Any]) -> bool:
+def _anything(_attrs: Mapping[str, Any], _kind: str | None) -> bool:
     return True
 
 
@@ -104,51 +90,57 @@ class Selector:
             raise ConfigError("selection matches nothing: enable a convention or give a rule")
         #: Attribute keys every rule looks at: a span with none of them can only be selected
         #: by a name pattern or a predicate.
-        self.keys = frozenset({*_CONVENTION_KEYS, *selection.attributes,
+        self.keys = frozenset({*_CONVENTION_KEYS, *KIND_KEYS, *selection.attributes,
                                *(AGENT_NAME_KEYS if self._agents else ())})
-        #: A cheap necessary condition for :meth:`matches`, for the hot path: ``False`` means
-        #: the span cannot be selected. With only the agent-run conventions (the default),
-        #: ``is_agent_run`` decides alone; without name patterns or a predicate, a span needs
-        #: one of :attr:`keys`; otherwise anything may match.
-        self.could_match: Callable[[Mapping[str, Any]], bool]
+        #: The convention kinds that make a span a candidate.
+        self.candidate_kinds = frozenset(
+            ({AGENT} if selection.per_agent else {AGENT, CHAIN})
+            if selection.agent_conventions else ())
+        #: A cheap necessary condition for :meth:`kind_of`, for the hot path: given the
+        #: attributes and their :func:`span_kind`, ``False`` means the span cannot be a
+        #: candidate. With only the conventions (the default) the kind decides alone; without
+        #: name patterns or a predicate a span needs one of :attr:`keys`; otherwise anything
+        #: may match.
+        self.could_match: Callable[[Mapping[str, Any], str | None], bool]
         #: :attr:`keys` when :attr:`could_match` needs one of them, else ``None``
         self.could_match_keys: frozenset[str] | None = self.keys
-        #: ``gen_ai.operation.name`` values that alone make a span a possible run, for the hot
-        #: path's first test; :attr:`could_match_keys` then leaves that key out (default
-        #: conventions only: an ``invoke_agent`` span is a possible run, a ``chat`` span needs
-        #: another convention's key to be one)
-        self.run_operations: tuple[str, ...] = ()
-        keys = self.keys
+        keys, kinds = self.keys, self.candidate_kinds
         if self._names is not None or selection.predicate is not None:
             self.could_match = _anything
             self.could_match_keys = None
-        elif (selection.agent_conventions and not selection.include_llm_spans
-              and not self._attributes and not self._agents):
-            self.could_match = is_agent_run
-            self.run_operations = _AGENT_OPERATIONS
-            self.could_match_keys = keys - {"gen_ai.operation.name"}
+        elif not selection.include_llm_spans and not self._attributes and not self._agents:
+            self.could_match = lambda _attrs, kind: kind in kinds
         else:
-            self.could_match = lambda attrs: not keys.isdisjoint(attrs)
+            self.could_match = lambda attrs, _kind: not keys.isdisjoint(attrs)
 
-    def matches(self, span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> bool:
-        """True when ``span`` is a run to score. A failing predicate is an error for the caller.
-
-        ``attrs`` is ``span.attributes`` when the caller already has it (each access of the SDK
-        property builds a new view).
-        """
+    def kind_of(self, span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> str | None:
+        """What ``span`` is a candidate as (``agent``, ``chain`` or ``llm``), or ``None``. A
+        failing predicate is an error for the caller. Per-agent, the ``agents`` filter applies
+        here; otherwise to whole interactions (:meth:`keeps`)."""
         if attrs is None:
             attrs = span.attributes or {}
         selection = self.selection
-        chosen = (
-            (selection.agent_conventions and is_agent_run(attrs))
-            or (selection.include_llm_spans and is_llm_call(attrs))
-            or (self._names is not None and self._names.match(span.name) is not None)
-            or (bool(self._attributes) and self._attributes_hold(attrs))
-            or (selection.predicate is not None and bool(selection.predicate(span)))
-        )
-        if not chosen:
-            return False
-        return not self._agents or agent_name(span, attributes=attrs) in self._agents
+        kind = span_kind(attrs)
+        chosen: str | None = kind if kind in self.candidate_kinds else None
+        if chosen is None and selection.include_llm_spans and is_llm_call(attrs):
+            chosen = LLM
+        if chosen is None and (
+                (self._names is not None and self._names.match(span.name) is not None)
+                or (bool(self._attributes) and self._attributes_hold(attrs))
+                or (selection.predicate is not None and bool(selection.predicate(span)))):
+            chosen = AGENT
+        if chosen is not None and selection.per_agent and self._agents:
+            return chosen if agent_name(span, attributes=attrs) in self._agents else None
+        return chosen
+
+    def keeps(self, agents: set[str]) -> bool:
+        """Whether an interaction whose agents are ``agents`` passes the ``agents`` filter."""
+        return not self._agents or not self._agents.isdisjoint(agents)
+
+    def matches(self, span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> bool:
+        """True when ``span`` is a candidate (see :meth:`kind_of`); with per-agent
+        evaluation, a run to score."""
+        return self.kind_of(span, attrs) is not None
 
     def _attributes_hold(self, attrs: Mapping[str, Any]) -> bool:
         for key, expected, membership in self._attributes:

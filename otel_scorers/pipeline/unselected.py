@@ -1,8 +1,10 @@
-"""Why nothing was scored: spans (or log records) with GenAI content and no run selected.
+"""Why nothing was scored: LLM calls (spans or log records) in traces with no interaction.
 
-An app traced only at the LLM-client level (one ``chat`` span per call, no agent span) gets no
-score from the default selection; the processor notes the content it sees while nothing has
-been selected and warns once, naming the setting that would select something.
+An app traced only at the LLM-client level (one ``chat`` span per call, no agent, workflow or
+chain span) gets no score from the default selection; the worker notes the LLM calls of every
+trace it decided without an interaction, while nothing has been selected, and the processor
+warns once, naming the setting that would select something. Only the worker notes (after it
+decided the trace), so an app that flushes right after a run never gets the warning falsely.
 """
 
 from __future__ import annotations
@@ -26,23 +28,26 @@ class Unselected:
         self.count = 0
         self.first = ""
 
-    def note(self, name: str, attrs: Mapping[str, Any] | None, *, record: bool = False) -> bool:
-        """Count a span (``attrs``) or record with content; ``True`` when it is time to warn."""
+    def note(self, name: str, attrs: Mapping[str, Any] | None, *, record: bool = False,
+             count: int = 1) -> bool:
+        """Count ``count`` unjudged LLM calls (a span with content ``attrs``, or ``record``s);
+        ``True`` when it is time to warn."""
         if self.selected or (not record and (attrs is None
                                              or CONTENT_KEY_SET.isdisjoint(attrs))):
             return False
-        self.count += 1
+        before = self.count
+        self.count += count
         if not self.first:
             self.first = name
-        return self.count == self.WARN_AFTER
+        return before < self.WARN_AFTER <= self.count
 
     def message(self) -> str | None:
         """The warning, or ``None`` when there is nothing to say."""
         if self.selected or not self.count:
             return None
-        return (f"otel-scorers has seen {self.count} spans or log records with GenAI content "
-                f"(the first: {self.first!r}) but no agent-run span to score: the app looks "
-                "traced at the LLM-client level only. To score each LLM call, set "
-                "include_llm_spans=True (OTEL_SCORERS_INCLUDE_LLM_SPANS=true); to score whole "
-                "runs, wrap them in an invoke_agent span, or select them by span name "
-                "(OTEL_SCORERS_SPAN_NAMES).")
+        return (f"otel-scorers has seen {self.count} LLM calls (spans or log records; the "
+                f"first trace: {self.first!r}) but no agent run, workflow or chain span "
+                "holding them: the app looks traced at the LLM-client level only. To score "
+                "each LLM call, set include_llm_spans=True (OTEL_SCORERS_INCLUDE_LLM_SPANS="
+                "true); to score whole runs, wrap them in an invoke_agent span, or select "
+                "them by span name (OTEL_SCORERS_SPAN_NAMES).")

@@ -7,8 +7,8 @@ least ``IDLE_WAKE_S`` (20 ms) ago, or when the intake is a quarter full: a busy 
 the intake whenever an evaluation finishes, and every ``period_s`` anyway. (Without the idle
 wake-up, a pipeline at rest started its next runs up to ``period_s`` late, all together, which
 kept them in lockstep; without the 20 ms, runs sampled out one by one at a high rate would
-make every ``on_end`` wake the loop.) The pump turns each intake item into a job, or nothing,
-with ``admit``, in the order offered. ``submit`` queues a job directly, waking an idle pump.
+make every ``on_end`` wake the loop.) The pump turns each intake item into jobs (often
+none) with ``admit``, in the order offered. ``submit`` queues a job directly, waking an idle pump.
 Judge calls are I/O-bound, so ``concurrency`` coroutines on one event loop reach C / L
 evaluations per second without a thread per call. The pump runs on the same loop as the judge
 calls (:mod:`otel_scorers.background_loop`), so an evaluation never hops between threads.
@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Generic, TypeVar
@@ -45,7 +45,8 @@ class Worker(Generic[T]):
 
     def __init__(self, handle: Callable[[T], Awaitable[object]], *, queue_size: int,
                  concurrency: int, periodic: Callable[[], None] | None = None,
-                 period_s: float = 0.25, admit: Callable[[Any], T | None] | None = None,
+                 period_s: float = 0.25,
+                 admit: Callable[[Any], Sequence[T]] | None = None,
                  rejected: Callable[[T], None] | None = None) -> None:
         self._handle = handle
         self._admit = admit
@@ -121,14 +122,12 @@ class Worker(Generic[T]):
                 item = intake.popleft()
             except IndexError:  # taken by a concurrent stop
                 return
-            job = admit(item) if admit is not None else item
-            if job is None:
-                continue
-            if bounded and len(self._queue) >= self._max:
-                if self._rejected is not None:
-                    self._rejected(job)
-            else:
-                self._queue.append(job)
+            for job in (admit(item) if admit is not None else (item,)):
+                if bounded and len(self._queue) >= self._max:
+                    if self._rejected is not None:
+                        self._rejected(job)
+                else:
+                    self._queue.append(job)
 
     def _wakeup(self) -> None:
         self._sleeping = False

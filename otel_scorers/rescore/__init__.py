@@ -129,14 +129,15 @@ class Rescorer:
         async def one(ref: RunRef, names: list[str]) -> None:
             try:
                 results = await self.processor.evaluate(
-                    ref.span, descendants=ref.descendants, nested=ref.nested, scorers=names)
-                agent = self.processor.agent_of(ref.span)
+                    ref.span, descendants=ref.descendants, nested=ref.nested, scorers=names,
+                    agent=ref.agent)
+                agent = self.processor.agent_of(ref.span) or ref.agent
                 if not results:
                     plan.outcome["not_captured"] += 1
                 run = None
                 if results and self.include_run:
                     run = self.processor.capture(ref.span, descendants=ref.descendants,
-                                                 nested=ref.nested).run
+                                                 nested=ref.nested, agent=ref.agent).run
                 for result in results:
                     kind = ("error" if result.error is not None
                             else "skipped" if result.skipped else "scored")

@@ -91,7 +91,8 @@ def estimate(processor: ScoringSpanProcessor, runs: Iterable[RunRef]) -> DryRunE
     result = DryRunEstimate()
     for ref in runs:
         result.runs += 1
-        captured = processor.capture(ref.span, descendants=ref.descendants, nested=ref.nested)
+        captured = processor.capture(ref.span, descendants=ref.descendants, nested=ref.nested,
+                                     agent=ref.agent)
         agent = captured.agent or "(unnamed)"
         result.by_agent[agent] = result.by_agent.get(agent, 0) + 1
         if len(result.first_runs) < 20:

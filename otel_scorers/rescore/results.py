@@ -17,14 +17,18 @@ def result_line(ref: RunRef, result: ScoreResult, agent: str | None,
                 run: ScorerRun | None = None) -> dict[str, Any]:
     """One JSON-lines record: the evaluated span's identity, then the result's ``to_dict``
     (a skipped evaluation with ``score: null``, ``label: "skipped"``), and with ``run`` the
-    judged run in the labelled-case shape (``input``, ``system``, ``context``, ``output``)."""
+    judged run in the labelled-case shape (``input``, ``system``, ``context``, ``output``) plus
+    what the agent did (``steps``: tool calls, retrievals, LLM calls, handoffs, in order)."""
     line = {"trace_id": ref.trace_id, "span_id": ref.span_id, "span_name": ref.span.name,
             "agent": agent, **result.reported().to_dict()}
     if run is not None:
         line["run"] = {"input": run.user_prompt or "", "system": run.system_prompt or "",
                        "context": [{"role": m.role, "content": m.content}
                                    for m in run.conversation],
-                       "output": run.response}
+                       "output": run.response,
+                       "steps": [step.model_dump(exclude_defaults=True) for step in run.steps]}
+        if run.steps_dropped:
+            line["run"]["steps_dropped"] = run.steps_dropped
     return line
 
 

@@ -2,11 +2,13 @@
 
 Files are read one record at a time. A trace stays open while its spans keep arriving; once
 ``window`` records have gone by without one (or the input ends, or more than ``max_traces``
-traces are open), each selected span of it becomes a :class:`RunRef` with the content it owns
-(the same rule as live: the innermost agent span owns the LLM calls under it), and the trace is
-forgotten. Memory is therefore bounded by the window and the largest record, never by the file.
-A run whose spans lie further apart in the file than the window is judged with what had
-arrived (the Collector's file exporter writes a trace's spans close together).
+traces are open), each interaction of it becomes a :class:`RunRef` with the pieces it holds
+(the same rule as live, :func:`otel_scorers.capture.interactions.resolve`: the topmost agent,
+workflow or chain span of each part of the trace; with per-agent evaluation, every agent span,
+owning the LLM calls no nested agent span owns), and the trace is forgotten. Memory is
+therefore bounded by the window and the largest record, never by the file. A run whose spans
+lie further apart in the file than the window is judged with what had arrived (the
+Collector's file exporter writes a trace's spans close together).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_scorers.capture import attribute_dict
+from otel_scorers.capture.interactions import Candidate, resolve
+from otel_scorers.capture.kinds import AGENT, LLM, span_kind
 from otel_scorers.capture.pieces import Piece, pieces_under
 from otel_scorers.capture.trace import CONTENT_KEY_SET
 from otel_scorers.otlp import read_requests, spans_of
@@ -35,6 +39,8 @@ class RunRef:
     span: ReadableSpan
     descendants: tuple[Piece, ...] = ()
     nested: int = 0
+    #: the interaction's agent when its span names none (a workflow root)
+    agent: str | None = None
 
     @property
     def trace_id(self) -> str:
@@ -53,7 +59,8 @@ class _Trace:
     parents: dict[int, int | None] = field(default_factory=dict)
     content: list[tuple[ReadableSpan, Mapping[str, Any]]] = field(default_factory=list)
     agents: dict[int, tuple[int, int]] = field(default_factory=dict)
-    selected: list[ReadableSpan] = field(default_factory=list)
+    selected: list[Candidate] = field(default_factory=list)
+    llm: set[int] = field(default_factory=set)
 
 
 class RunStream:
@@ -94,13 +101,20 @@ class RunStream:
             trace = self._traces[context.trace_id] = _Trace(record)
         trace.last = record
         trace.parents[context.span_id] = span.parent.span_id if span.parent else None
-        if self.processor.selects(span):
-            trace.selected.append(span)
-            if self.processor.is_agent_span(span):
-                trace.agents[context.span_id] = (span.start_time or 0, span.end_time or 0)
         attrs = attribute_dict(span)
-        if not CONTENT_KEY_SET.isdisjoint(attrs):
+        kind = self.processor.candidate_kind(span)
+        if kind is not None:
+            trace.selected.append(Candidate(span, attrs, kind))
+            if kind != LLM:
+                trace.agents[context.span_id] = (span.start_time or 0, span.end_time or 0)
+        # pieces as live (TraceBuffer): content and step spans that are no candidate, and
+        # agent candidates with content (a nested agent's turn); never a chain candidate
+        content = not CONTENT_KEY_SET.isdisjoint(attrs)
+        if (kind is None and (content or span_kind(attrs) is not None)) or (
+                kind == AGENT and (content or span.events)):
             trace.content.append((span, attrs if self.keep_content else {}))
+            if content or span_kind(attrs) == LLM:
+                trace.llm.add(context.span_id)
 
     def _close(self, done: Any) -> Iterator[RunRef]:
         closing = [key for key, trace in self._traces.items() if done(trace)]
@@ -113,13 +127,25 @@ class RunStream:
 
     def _runs_of(self, trace: _Trace) -> Iterator[RunRef]:
         used: set[int] = set()
-        selected = {s.context.span_id for s in trace.selected if s.context is not None}
-        for span in trace.selected:
+        selected = {c.span_id for c in trace.selected}
+        for span, agent, nested_own in self._roots(trace):
             assert span.context is not None
             pieces, nested = pieces_under(span.context.span_id, trace.content, {},
-                                          trace.parents, trace.agents)
+                                          trace.parents, trace.agents, nested_own=nested_own)
             used.update(piece.span_id for piece in pieces)
-            yield RunRef(span, tuple(pieces), nested)
+            yield RunRef(span, tuple(pieces), nested, agent)
         self.unselected += sum(1 for span, _ in trace.content if span.context is not None
                                and span.context.span_id not in used
-                               and span.context.span_id not in selected)
+                               and span.context.span_id not in selected
+                               and span.context.span_id in trace.llm)
+
+    def _roots(self, trace: _Trace) -> Iterator[tuple[ReadableSpan, str | None, bool]]:
+        """The spans to judge: every agent span (per-agent), else the interactions."""
+        if self.processor.per_agent:
+            for candidate in trace.selected:
+                yield candidate.span, None, False
+            return
+        interactions, _ = resolve(trace.selected, trace.parents, trace.llm)
+        for interaction in interactions:
+            if self.processor.keeps(interaction.agents):
+                yield interaction.root.span, interaction.agent, True

@@ -9,9 +9,9 @@ brings back: earlier turns, judged as context, so an answer "A" is read with the
 answers), ``taggedSystemMessages`` (system messages grouped by tag: instructions too) and
 ``originalTask`` (in a task-completion loop, the task itself: the request the response is
 judged against, whatever feedback turns followed it).
-Non-text parts (images) are ignored: the scorers judge text. A message with no text but tool
-calls (an agent whose turn ends in a handoff or a tool call) reads as ``[tool call: name(args)]``,
-so that turn can still be judged.
+Non-text parts (images) are ignored: the scorers judge text. Tool calls a message asks for are
+kept apart (:attr:`Message.tool_calls`), never turned into text: a turn that ends in a tool call
+or a handoff has no answer of its own to judge. What the agent did is in :attr:`ScorerRun.steps`.
 """
 
 from __future__ import annotations
@@ -23,18 +23,21 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Message", "RunLike", "ScorerRun", "messages_from", "text_of"]
+from otel_scorers.scorers.steps import Step, ToolCall
+
+__all__ = ["Message", "RunLike", "ScorerRun", "messages_from", "text_of", "tool_calls_of"]
 
 _TEXT_KEYS = ("text", "content", "value")
 
 
 class Message(BaseModel):
-    """One chat message reduced to its role and text."""
+    """One chat message reduced to its role, its text and the tool calls it asks for."""
 
     model_config = ConfigDict(frozen=True)
 
     role: str
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 class ScorerRun(BaseModel):
@@ -56,6 +59,8 @@ class ScorerRun(BaseModel):
     additional_context: Mapping[str, Any] = Field(default_factory=dict)
     input_data: Mapping[str, Any] = Field(default_factory=dict)
     original_task: str | None = None
+    steps: tuple[Step, ...] = ()
+    steps_dropped: int = 0
 
     # -- derived views -------------------------------------------------------------------
     @property
@@ -192,8 +197,8 @@ def messages_from(value: Any, default_role: str) -> list[Message]:
     if isinstance(value, str):
         return [Message(role=default_role, content=value)]
     if isinstance(value, Mapping):
-        return [Message(role=str(value.get("role") or default_role),
-                        content=text_of(value) or tool_calls_text(value))]
+        return [Message(role=str(value.get("role") or default_role), content=text_of(value),
+                        tool_calls=tool_calls_of(value))]
     if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
         out: list[Message] = []
         for item in value:
@@ -202,27 +207,35 @@ def messages_from(value: Any, default_role: str) -> list[Message]:
     raise TypeError(f"cannot read messages from a {type(value).__name__}")
 
 
-def tool_calls_text(message: Mapping[str, Any]) -> str:
-    """``[tool call: name(arguments)]`` lines for the tool calls of a message: OpenAI's
-    ``tool_calls`` list or GenAI ``tool_call`` parts (empty when it has none)."""
-    calls: list[tuple[Any, Any]] = []
+def tool_calls_of(message: Mapping[str, Any]) -> tuple[ToolCall, ...]:
+    """The tool calls a message asks for: OpenAI's ``tool_calls`` list, GenAI ``tool_call``
+    parts, or Responses API ``function_call`` items (empty when it has none)."""
+    calls: list[ToolCall] = []
     for call in message.get("tool_calls") or ():
         if isinstance(call, Mapping):
             function = call.get("function")
             source: Mapping[str, Any] = function if isinstance(function, Mapping) else call
-            calls.append((source.get("name"), source.get("arguments")))
+            calls.append(_tool_call(source.get("name"), source.get("arguments"), call.get("id")))
     parts = message.get("parts")
     if isinstance(parts, Sequence) and not isinstance(parts, str | bytes):
-        calls += [(p.get("name"), p.get("arguments")) for p in parts
+        calls += [_tool_call(p.get("name"), p.get("arguments"), p.get("id")) for p in parts
                   if isinstance(p, Mapping) and p.get("type") == "tool_call"]
-    return "\n".join(f"[tool call: {name}({_arguments(args)})]" for name, args in calls if name)
+    if message.get("type") == "function_call":
+        calls.append(_tool_call(message.get("name"), message.get("arguments"),
+                                message.get("call_id")))
+    return tuple(call for call in calls if call.name)
 
 
-def _arguments(value: Any) -> str:
+def _tool_call(name: Any, arguments: Any, call_id: Any) -> ToolCall:
+    return ToolCall(name=str(name or ""), arguments=_arguments(arguments),
+                    id=str(call_id) if call_id else None)
+
+
+def _arguments(value: Any) -> str | None:
     if value is None:
-        return ""
+        return None
     text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= 500 else text[:500] + "..."
+    return text if len(text) <= 4_000 else text[:4_000] + "..."
 
 
 def text_of(value: Any) -> str:

@@ -41,6 +41,10 @@ class Answer:
     completion_tokens: int = 50
 
 
+_FENCED = re.compile(r"<<<(?P<nonce>[0-9a-f]+) BEGIN (?P<name>[^>\n]+)>>>\n(?P<body>.*?)\n"
+                     r"<<<(?P=nonce) END (?P=name)>>>", re.S)
+
+
 @dataclass(frozen=True)
 class RecordedRequest:
     """A request the server received, decoded (header names lower-cased)."""
@@ -53,6 +57,12 @@ class RecordedRequest:
     @property
     def messages(self) -> list[dict[str, Any]]:
         return list(self.body.get("messages", []))
+
+    @property
+    def fields(self) -> dict[str, str]:
+        """The fenced fields the judge was shown, by name (``user request``, ``agent
+        response``, ``agent instructions``, ``rubric criteria``, ...)."""
+        return {match["name"]: match["body"] for match in _FENCED.finditer(self.text)}
 
     @property
     def text(self) -> str:

@@ -1,9 +1,10 @@
-"""One interaction, one evaluation: spans of the real OpenAI Agents SDK, traced by the real
+"""Spans of the real OpenAI Agents SDK, traced by the real
 ``openinference-instrumentation-openai-agents``, calling a scripted LLM on 127.0.0.1.
 
 The instrumentation marks both the workflow root and each agent span ``AGENT``, and puts the
-conversation only on the LLM (``generation``) spans. Each agent's turn is judged once, on its
-own agent span; the workflow root is counted as filtered (``nested_agent``), not judged again.
+conversation only on the LLM spans. By default the workflow root is the interaction, judged
+once on the user's question and the final answer (the framework matrix, tests/frameworks,
+covers every instrumentation); with ``per_agent=True`` each agent's own turn is judged instead.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 from otel_scorers import PromptAlignmentScorer, RubricScorer
 from otel_scorers.judge.client import JudgeClient
+from otel_scorers.pipeline import Selection
 from otel_scorers.testing import Answer, ScriptedJudgeServer, judge_responder, reply
 from tests.support import Telemetry
 
@@ -63,33 +65,7 @@ def scorers(judge: JudgeClient) -> list[Any]:
     return [RubricScorer(judge, "- answers the question"), PromptAlignmentScorer(judge)]
 
 
-def test_single_agent_is_judged_once_on_its_agent_span(
-        telemetry: Telemetry, make_processor: Any, judge: JudgeClient, agents_sdk: Any,
-        app_llm: ScriptedJudgeServer, judge_server: ScriptedJudgeServer) -> None:
-    judge_server.responder = judge_responder()
-    processor = make_processor(scorers(judge))
-    app_llm.script(reply("The capital of France is Paris."))
-    agent = agents_sdk.Agent(name="geo", instructions="You are a geography assistant.",
-                             model=model(agents_sdk, app_llm))
-    asyncio.run(agents_sdk.Runner.run(agent, "What is the capital of France?"))
-    processor.force_flush(20_000)
-
-    agent_spans = [s for s in telemetry.app_spans()
-                   if s.attributes.get("openinference.span.kind") == "AGENT"]
-    assert sorted(s.name for s in agent_spans) == ["Agent workflow", "geo"]  # both are AGENT
-    for name in ("rubric", "prompt_alignment"):
-        assert processor.stats()[name] == {"selected": 2, "scored": 1, "filtered": 1}
-    assert processor.counts.count("filtered", "nested_agent") == 2  # the root, per scorer
-    assert len(judge_server.requests) == 2  # one call per scorer, not two
-    evaluated = {s.attributes["otel_scorers.evaluated.span_name"]
-                 for s in telemetry.evaluation_spans()}
-    assert evaluated == {"geo"}
-    seen = judge_server.requests[0].text
-    assert "What is the capital of France?" in seen and "Paris" in seen
-    assert "You are a geography assistant." in seen
-
-
-def test_handoff_judges_each_agent_turn_once(
+def test_a_handoff_is_one_interaction_judged_on_its_question_and_final_answer(
         telemetry: Telemetry, make_processor: Any, judge: JudgeClient, agents_sdk: Any,
         app_llm: ScriptedJudgeServer, judge_server: ScriptedJudgeServer) -> None:
     judge_server.responder = judge_responder()
@@ -100,18 +76,42 @@ def test_handoff_judges_each_agent_turn_once(
     triage = agents_sdk.Agent(name="triage", instructions="Hand Spanish questions off.",
                               model=llm, handoffs=[spanish])
     asyncio.run(agents_sdk.Runner.run(triage, "¿Cuál es la capital de Francia?"))
-    processor.force_flush(20_000)
+    assert processor.force_flush(20_000)
 
     for name in ("rubric", "prompt_alignment"):
-        assert processor.stats()[name] == {"selected": 3, "scored": 2, "filtered": 1}
-    assert len(judge_server.requests) == 4  # two agents x two scorers
-    by_agent = {s.attributes["otel_scorers.evaluated.span_name"]: s
-                for s in telemetry.evaluation_spans("rubric")}
-    assert set(by_agent) == {"triage", "spanish"}
-    texts = [r.text for r in judge_server.requests if "c1: answers the question" in r.text]
-    triage_text = next(t for t in texts if "Hand Spanish questions off." in t)
-    spanish_text = next(t for t in texts if "Answer in Spanish." in t)
-    # the triage turn ends in the handoff (a tool call), the Spanish agent's in its answer
-    assert "[tool call: transfer_to_spanish(" in triage_text
-    assert "París" not in triage_text
-    assert "La capital de Francia es París." in spanish_text
+        assert processor.stats()[name] == {"selected": 1, "scored": 1}
+    assert len(judge_server.requests) == 2
+    (evaluation,) = telemetry.evaluation_spans("rubric")
+    assert evaluation.attributes["otel_scorers.evaluated.span_name"] == "Agent workflow"
+    assert evaluation.attributes["otel_scorers.agent.name"] == "triage"  # the agent asked
+    fields = judge_server.requests[0].fields
+    assert fields["user request"] == "¿Cuál es la capital de Francia?"
+    assert fields["agent response"] == "La capital de Francia es París."
+    assert fields["agent instructions"] == "Answer in Spanish."  # of the agent that answered
+
+
+def test_per_agent_evaluation_judges_each_agent_turn_on_its_own(
+        telemetry: Telemetry, make_processor: Any, judge: JudgeClient, agents_sdk: Any,
+        app_llm: ScriptedJudgeServer, judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder()
+    processor = make_processor(scorers(judge), selection=Selection(per_agent=True))
+    app_llm.script(handoff_call("spanish"), reply("La capital de Francia es París."))
+    llm = model(agents_sdk, app_llm)
+    spanish = agents_sdk.Agent(name="spanish", instructions="Answer in Spanish.", model=llm)
+    triage = agents_sdk.Agent(name="triage", instructions="Hand Spanish questions off.",
+                              model=llm, handoffs=[spanish])
+    asyncio.run(agents_sdk.Runner.run(triage, "¿Cuál es la capital de Francia?"))
+    assert processor.force_flush(20_000)
+
+    # root, triage and spanish are AGENT spans: the root's LLM calls belong to the agents, the
+    # triage turn ends in its handoff (no answer of its own), the Spanish agent is judged
+    for name in ("rubric", "prompt_alignment"):
+        assert processor.stats()[name] == {"selected": 3, "scored": 1, "filtered": 2}
+    assert processor.counts.count("filtered", "nested_agent") == 2
+    assert processor.counts.count("filtered", "no_content") == 2
+    assert len(judge_server.requests) == 2
+    (evaluation,) = telemetry.evaluation_spans("rubric")
+    assert evaluation.attributes["otel_scorers.evaluated.span_name"] == "spanish"
+    fields = judge_server.requests[0].fields
+    assert fields["agent response"] == "La capital de Francia es París."
+    assert fields["agent instructions"] == "Answer in Spanish."

@@ -135,9 +135,10 @@ def test_judge_calls_through_instrumented_clients_are_never_scored(
         instrumentor.instrument(tracer_provider=telemetry.tracer_provider)
     try:
         judge_server.responder = judge_responder()
-        # select everything an instrumentation could produce, LLM calls included
+        # select everything an instrumentation could produce, LLM calls included, each span
+        # judged on its own
         processor = make_processor(scorers(judge), selection=Selection(
-            include_llm_spans=True, span_names=["*"]))
+            include_llm_spans=True, span_names=["*"], per_agent=True))
         run_agent(telemetry, app_llm, {"gen_ai.operation.name": "invoke_agent"})
         # positive control: an ordinary litellm call from the app *is* traced by these
         # instrumentations (openai 3.x itself rides on httpx2, which they do not cover)

@@ -126,8 +126,9 @@ def test_only_agent_runs_are_selected_by_default(telemetry: Telemetry, make_proc
 
 @pytest.mark.parametrize(("attrs", "selected"), [
     ({"openinference.span.kind": "AGENT", "input.value": "q", "output.value": "a"}, True),
+    # a workflow (or chain) is an interaction only when it holds an LLM call
     ({"traceloop.span.kind": "workflow", "traceloop.entity.input": "q",
-      "traceloop.entity.output": "a"}, True),
+      "traceloop.entity.output": "a"}, False),
     ({"traceloop.span.kind": "task"}, False),
     ({"mastra.span.type": "agent_run", "input": "q", "output": "a"}, True),
     ({"gen_ai.operation.name": "chat"}, False),
@@ -574,9 +575,10 @@ def test_llm_level_tracing_says_why_nothing_is_scored(
                 pass
         processor.force_flush(5_000)
     assert judge_server.requests == [] and processor.stats()["rubric"] == {}
-    warnings = [r.getMessage() for r in caplog.records if "no agent-run span" in r.getMessage()]
+    warnings = [r.getMessage() for r in caplog.records
+                if "no agent run, workflow or chain span" in r.getMessage()]
     assert len(warnings) == 1
-    assert "3 spans or log records" in warnings[0] and "'chat gpt-4o'" in warnings[0]
+    assert "3 LLM calls" in warnings[0] and "'chat gpt-4o'" in warnings[0]
     assert "include_llm_spans=True" in warnings[0]
     assert "OTEL_SCORERS_INCLUDE_LLM_SPANS=true" in warnings[0]
 

@@ -1,0 +1,142 @@
+"""The steps of an interaction, read from the spans under it: tool calls (name, arguments,
+result, error), retrievals (query, documents), LLM calls (model, tokens, the tool calls they
+asked for) and handoffs, in time order, bounded (:mod:`otel_scorers.scorers.steps`).
+
+Each convention names these its own way: GenAI ``execute_tool`` spans
+(``gen_ai.tool.name``, ``gen_ai.tool.call.arguments`` / ``.result``), OpenInference ``TOOL`` /
+``RETRIEVER`` spans (``tool.name``, ``input.value`` / ``output.value``,
+``retrieval.documents.N.document.content``; a ``handoff to <agent>`` TOOL span is a handoff),
+Traceloop ``tool`` / ``handoff`` spans (``traceloop.entity.*``). An LLM call counts once: a
+wrapper LLM span with another LLM span under it (LlamaIndex records three per call), or one
+that carries neither messages nor token counts, is not a step.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from otel_scorers.capture import kinds
+from otel_scorers.capture.conventions import Found
+from otel_scorers.capture.pieces import Piece
+from otel_scorers.scorers.steps import MAX_DOCUMENTS, MAX_STEPS, Step, ToolCall, clip
+
+__all__ = ["steps_of"]
+
+_TOOL_NAME_KEYS = ("gen_ai.tool.name", "tool.name", "traceloop.entity.name")
+_ARGUMENT_KEYS = ("gen_ai.tool.call.arguments", "input.value", "traceloop.entity.input")
+_RESULT_KEYS = ("gen_ai.tool.call.result", "output.value", "traceloop.entity.output")
+_MODEL_KEYS = ("gen_ai.request.model", "gen_ai.response.model", "llm.model_name")
+_INPUT_TOKEN_KEYS = ("gen_ai.usage.input_tokens", "llm.token_count.prompt",
+                     "gen_ai.usage.prompt_tokens")
+_OUTPUT_TOKEN_KEYS = ("gen_ai.usage.output_tokens", "llm.token_count.completion",
+                      "gen_ai.usage.completion_tokens")
+
+
+def steps_of(pieces: Sequence[Piece], found: Mapping[int, Found],
+             agent_of: Callable[[int], str | None]) -> tuple[tuple[Step, ...], int]:
+    """The steps of ``pieces`` (in time order) and how many were left out past the bound.
+    ``found`` is the content read from each LLM piece (by span id): its tool calls;
+    ``agent_of`` names the agent a span belongs to."""
+    wrappers = {p.parent for p in pieces if p.kind == kinds.LLM and p.parent is not None}
+    steps: list[Step] = []
+    for piece in sorted(pieces, key=lambda p: (p.start, p.end)):
+        step = _step(piece, found.get(piece.span_id), piece.span_id in wrappers)
+        if step is not None:
+            steps.append(step.model_copy(update={"agent": agent_of(piece.span_id),
+                                                 "name": step.name[:200]}))
+    return tuple(steps[:MAX_STEPS]), max(0, len(steps) - MAX_STEPS)
+
+
+def _step(piece: Piece, found: Found | None, wrapper: bool) -> Step | None:
+    attrs = piece.attributes or {}
+    if piece.kind == kinds.TOOL:
+        name = _first_text(attrs, _TOOL_NAME_KEYS) or _strip_prefix(piece.name, "execute_tool ")
+        if piece.name.startswith("handoff to "):
+            return Step(kind="handoff", name=_text(attrs.get("output.value"))
+                        or piece.name[len("handoff to "):], start_ns=piece.start, end_ns=piece.end)
+        arguments, result = _event_io(piece)
+        return Step(kind="tool", name=name,
+                    arguments=clip(_first_text(attrs, _ARGUMENT_KEYS) or arguments),
+                    result=clip(_first_text(attrs, _RESULT_KEYS) or result),
+                    error=clip(_error(piece)), start_ns=piece.start, end_ns=piece.end)
+    if piece.kind == kinds.HANDOFF:
+        target = _first_text(attrs, ("gen_ai.handoff.to_agent", "gen_ai.agent.name"))
+        return Step(kind="handoff", name=target or piece.name, start_ns=piece.start,
+                    end_ns=piece.end)
+    if piece.kind == kinds.RETRIEVAL:
+        return Step(kind="retrieval", name=piece.name, query=clip(_text(attrs.get("input.value"))),
+                    documents=_documents(attrs), error=clip(_error(piece)),
+                    start_ns=piece.start, end_ns=piece.end)
+    if piece.kind == kinds.LLM and not wrapper:
+        input_tokens = _first_int(attrs, _INPUT_TOKEN_KEYS)
+        output_tokens = _first_int(attrs, _OUTPUT_TOKEN_KEYS)
+        calls: tuple[ToolCall, ...] = tuple(
+            call for message in (found.outputs if found else []) for call in message.tool_calls)
+        spoken = found is not None and (found.has_input or found.has_output or found.saw_output)
+        if not spoken and input_tokens is None and output_tokens is None:
+            return None  # not a model call (LlamaIndex's _prepare_chat_with_tools)
+        return Step(kind="llm", name=_first_text(attrs, _MODEL_KEYS) or piece.name,
+                    input_tokens=input_tokens, output_tokens=output_tokens, tool_calls=calls,
+                    error=clip(_error(piece)), start_ns=piece.start, end_ns=piece.end)
+    return None
+
+
+def _event_io(piece: Piece) -> tuple[str | None, str | None]:
+    """A tool span's arguments and result carried by its span events (strands: the arguments
+    in ``gen_ai.tool.message``, the result in ``gen_ai.choice``)."""
+    arguments = result = None
+    for record in piece.records:
+        body = record.body if isinstance(record.body, Mapping) else {}
+        if record.event_name == "gen_ai.tool.message" and arguments is None:
+            arguments = _text(body.get("content"))
+        elif record.event_name == "gen_ai.choice" and result is None:
+            result = _text(body.get("message"))
+    return arguments, result
+
+
+def _error(piece: Piece) -> str | None:
+    attrs = piece.attributes or {}
+    status = attrs.get("gen_ai.tool.status")
+    if piece.error is None and isinstance(status, str) and status.lower() in ("error", "failed"):
+        return "tool reported status " + status
+    return piece.error
+
+
+def _documents(attrs: Mapping[str, Any]) -> tuple[str, ...]:
+    documents = []
+    for index in range(MAX_DOCUMENTS):
+        content = attrs.get(f"retrieval.documents.{index}.document.content")
+        if content is None:
+            break
+        documents.append(clip(str(content)) or "")
+    return tuple(documents)
+
+
+def _first_text(attrs: Mapping[str, Any], keys: Sequence[str]) -> str | None:
+    for key in keys:
+        text = _text(attrs.get(key))
+        if text:
+            return text
+    return None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, default=str)
+
+
+def _first_int(attrs: Mapping[str, Any], keys: Sequence[str]) -> int | None:
+    for key in keys:
+        value = attrs.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
+def _strip_prefix(text: str, prefix: str) -> str:
+    return text[len(prefix):] if text.startswith(prefix) else text

@@ -1,0 +1,175 @@
+"""The framework conformance matrix (docs/frameworks.md): real agent frameworks, with the
+instrumentations their users pick, scored the way a user scores them.
+
+Each case runs the scenario of ``apps/llm.py`` three times (question -> a tool call -> a
+one-sentence answer) with the agent's LLM on 127.0.0.1. Two ways:
+
+- **live**: the app runs in the framework's own virtual environment (``.frameworks/<venv>``)
+  with ``otel_scorers.install()`` in its process and the judge held here, so what the judge
+  was asked is read off the judge's side; ``make test`` runs the frameworks of ``LIVE``,
+  ``make test-frameworks`` (``MATRIX_FRAMEWORKS=all``) every case;
+- **replay**: the telemetry a live run recorded (``recorded/<case>.jsonl.gz``, with the
+  package versions that produced it in ``recorded/<case>.json``; ``make record-frameworks``
+  writes them) is played into a processor here, span by span and record by record.
+
+Both assert the same: one evaluation per interaction (three, per scorer); the judged question
+is the user's question, the judged answer the final answer, the agent's instructions are passed
+where the telemetry has them; a run without content is never judged, is counted with its reason,
+and one warning says what to change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from otel_scorers import PromptAlignmentScorer, RubricScorer
+from otel_scorers.judge.client import JudgeClient
+from otel_scorers.rescore import Rescorer
+from otel_scorers.testing import RecordedRequest, ScriptedJudgeServer, judge_responder
+from otel_scorers.testing.replay import replay
+from tests.support import Telemetry
+
+pytestmark = pytest.mark.slow
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+HARNESS = HERE / "apps" / "harness.py"
+RECORDED = HERE / "recorded"
+RUBRIC = "- answers the weather question in one sentence"
+Scenario = runpy.run_path(str(HERE / "apps" / "llm.py"))["Scenario"]
+#: The framework environments ``make test`` builds and runs live (the others are replayed).
+LIVE = ("agents", "langgraph", "llamaindex", "pydantic_ai", "smolagents")
+
+
+CASES: dict[str, tuple[str, str, str]] = dict(
+    runpy.run_path(str(HERE / "apps" / "cases.py"))["CASES"])
+ALL_LIVE = os.environ.get("MATRIX_FRAMEWORKS") == "all"
+LIVE_CASES = sorted(case for case, (venv, _, _) in CASES.items() if ALL_LIVE or venv in LIVE)
+RECORDED_CASES = sorted(path.name.removesuffix(".json") for path in RECORDED.glob("*.json"))
+
+
+def check(expected: dict[str, Any], requests: list[RecordedRequest], stats: dict[str, Any],
+          count: Callable[[str, str], int], warnings: list[str]) -> None:
+    """The matrix's assertions, for a live run and a replay alike."""
+    rubric = [r for r in requests if "rubric criteria" in r.fields]
+    alignment = [r for r in requests if "rubric criteria" not in r.fields]
+    n = expected["interactions"]
+    if not expected["content"]:
+        assert requests == [], "a run without content was judged"
+        for name in ("rubric", "prompt_alignment"):
+            assert stats[name] == {"selected": n, "filtered": n}, stats
+        assert count("filtered", expected["reason"]) == 2 * n, stats
+        said = [w for w in warnings if expected["fix"] in w]
+        assert len(said) == 1, f"one warning naming {expected['fix']!r} expected: {warnings}"
+        return
+    for name, seen in (("rubric", rubric), ("prompt_alignment", alignment)):
+        assert stats[name] == {"selected": n, "scored": n}, stats
+        assert len(seen) == n, f"{name}: {len(seen)} judge calls for {n} interactions"
+        questions = sorted(r.fields.get("user request", "") for r in seen)
+        assert questions == sorted(expected["questions"]), questions
+        answers = sorted(r.fields.get("agent response", "").strip() for r in seen)
+        assert answers == sorted(expected["answers"]), answers
+        if expected["system"]:
+            for request in seen:
+                assert expected["system"] in request.fields.get("agent instructions", ""), \
+                    request.fields
+    assert not [w for w in warnings if "was not scored" in w], warnings
+
+
+@pytest.fixture
+def scripted(judge_server: ScriptedJudgeServer) -> Iterator[ScriptedJudgeServer]:
+    judge_server.responder = judge_responder()
+    yield judge_server
+
+
+@pytest.mark.parametrize("case", LIVE_CASES)
+def test_live(case: str, scripted: ScriptedJudgeServer, tmp_path: Path) -> None:
+    venv = CASES[case][0]
+    python = ROOT / ".frameworks" / venv / "bin" / "python"
+    assert python.exists(), f"{python} is missing: `make test` (or `make frameworks`) builds it"
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("OTEL_", "TRACELOOP_", "OPENINFERENCE_"))}
+    env.update(MATRIX_JUDGE_URL=scripted.url, LITELLM_LOCAL_MODEL_COST_MAP="True",
+               LITELLM_OFFLINE_MODE="true", HF_HUB_OFFLINE="1", OTEL_SDK_DISABLED="false")
+    done = subprocess.run([str(python), str(HARNESS), case, str(tmp_path)], env=env, check=False,
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["flushed"], "force_flush() did not settle every run"
+    decisions = result["decisions"]
+
+    def count(decision: str, reason: str) -> int:
+        return sum(row[-1] for row in decisions if row[1] == decision and row[2] == reason)
+
+    check(result["expected"], scripted.requests, result["stats"], count, result["warnings"])
+
+
+@pytest.mark.parametrize("case", RECORDED_CASES)
+def test_replay(case: str, scripted: ScriptedJudgeServer, judge: JudgeClient,
+                make_processor: Any, telemetry: Telemetry,
+                caplog: pytest.LogCaptureFixture) -> None:
+    recorded = json.loads((RECORDED / f"{case}.json").read_text())
+    processor = make_processor([RubricScorer(judge, RUBRIC), PromptAlignmentScorer(judge)],
+                               install=False)
+    processor.log_processor()  # the log side, as install() wires it
+    telemetry.tracer_provider.add_span_processor(SimpleSpanProcessor(telemetry.spans_out))
+    with caplog.at_level("WARNING", logger="otel_scorers"):
+        spans, _records = replay(processor, RECORDED / f"{case}.jsonl.gz")
+        assert spans > 0
+        assert processor.force_flush(30_000)
+    warnings = [r.getMessage() for r in caplog.records]
+    check(recorded["expected"], scripted.requests, processor.stats(), processor.counts.count,
+          warnings)
+    # docs/frameworks.md says on which span the evaluation is and where it was read from
+    row = next(line for line in (ROOT / "docs" / "frameworks.md").read_text().splitlines()
+               if line.startswith(f"| `{case}` |"))
+    for evaluation in telemetry.evaluation_spans():
+        attributes = evaluation.attributes or {}
+        assert f"`{attributes['otel_scorers.evaluated.span_name']}`" in row, row
+        assert f"`{attributes['otel_scorers.capture.source']}`" in row, row
+
+
+CONTENT_CASES = [case for case in RECORDED_CASES
+                 if json.loads((RECORDED / f"{case}.json").read_text())["expected"]["content"]]
+
+
+@pytest.mark.parametrize("case", CONTENT_CASES)
+def test_rescore_reads_the_same_interactions_with_their_steps(
+        case: str, scripted: ScriptedJudgeServer, judge: JudgeClient, make_processor: Any
+) -> None:
+    recorded = json.loads((RECORDED / f"{case}.json").read_text())
+    processor = make_processor([RubricScorer(judge, RUBRIC), PromptAlignmentScorer(judge)],
+                               install=False)
+    lines: list[dict[str, Any]] = []
+    plan = Rescorer(processor, include_run=True).run([RECORDED / f"{case}.jsonl.gz"],
+                                                     on_result=lines.append)
+    assert plan.runs == recorded["expected"]["interactions"]
+    check(recorded["expected"], scripted.requests, processor.stats(), processor.counts.count,
+          [])
+    scenario = Scenario()
+    calls = recorded["llm_requests"] // plan.runs
+    for line in lines:
+        steps = line["run"]["steps"]
+        question = line["run"]["input"]
+        city = scenario.cities[scenario.questions.index(question)]
+        tools = [s for s in steps if s["kind"] == "tool" and s["name"] == "get_weather"]
+        assert len(tools) == 1, steps
+        assert city in tools[0]["arguments"] and scenario.tool_result(city) in tools[0]["result"]
+        assert len([s for s in steps if s["kind"] == "llm"]) == calls, steps
+        assert [s["start_ns"] for s in steps] == sorted(s["start_ns"] for s in steps)
+
+
+def test_every_case_is_recorded_and_documented() -> None:
+    assert sorted(CASES) == RECORDED_CASES, "make record-frameworks records every case"
+    matrix = (ROOT / "docs" / "frameworks.md").read_text()
+    for case in CASES:
+        assert f"`{case}`" in matrix, f"docs/frameworks.md has no row for {case}"
