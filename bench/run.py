@@ -410,17 +410,11 @@ def bench_prompts(quick: bool) -> None:
 
 async def _fused(scorers: Sequence[Any], run: Any) -> list[Any]:
     """The scorers judging ``run`` as the pipeline does with fuse_judge_calls on."""
-    import asyncio
+    from otel_scorers.scorers.run import ScorerRun
+    from otel_scorers.scorers.together import score_together
 
-    from otel_scorers.scorers.together import call_batches, judging_in
-
-    batches = call_batches((str(index), scorer) for index, scorer in enumerate(scorers))
-
-    async def one(index: int, scorer: Any) -> Any:
-        with judging_in(batches.get(str(index))):
-            return await scorer.arun(run)
-
-    return list(await asyncio.gather(*(one(i, scorer) for i, scorer in enumerate(scorers))))
+    named = {str(index): scorer for index, scorer in enumerate(scorers)}
+    return list((await score_together(named, ScorerRun.coerce(run))).values())
 
 
 # -- memory -----------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from otel_scorers.scorers.base import LLMScorer
 from otel_scorers.scorers.cases import LabelledCase
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.rubric import Criterion, RubricScorer
-from otel_scorers.scorers.together import call_batches, judging_in
+from otel_scorers.scorers.together import score_together
 
 __all__ = ["COMPANION_CRITERIA", "companion_for", "compare_fused", "judge_pairs"]
 
@@ -68,13 +68,12 @@ def judge_pairs(cases: Sequence[LabelledCase], judge: JudgeClient, *, fused: boo
         run = case.scorer_run()
         scorers = {"labelled": scorer_for(case, judge, None),
                    "companion": companion_for(case, judge)}
-        batches = call_batches(scorers.items()) if fused else {}
-
-        async def one(name: str) -> ScoreResult:
-            with judging_in(batches.get(name)):  # each scorer in a task of its own
-                return await scorers[name].arun(run)
-
-        labelled, other = await asyncio.gather(one("labelled"), one("companion"))
+        if fused:
+            results = await score_together(scorers, run)
+            labelled, other = results["labelled"], results["companion"]
+        else:
+            labelled, other = await asyncio.gather(scorers["labelled"].arun(run),
+                                                   scorers["companion"].arun(run))
         return Outcome.of(case, labelled), other
 
     pairs = judge_each(cases, pair, concurrency=concurrency, advance=advance)

@@ -165,19 +165,6 @@ class TraceBuffer:
                                          CONTENT_KEY_SET.isdisjoint(attrs)):
             entry.llm.add(span.context.span_id)
 
-    def touch(self, span: ReadableSpan) -> None:
-        """Make sure ``span``'s trace is buffered, with its parent link: a candidate on its
-        way to the worker, so that the spans of its trace that end meanwhile (its parents, the
-        root) leave their links too."""
-        context = span.context
-        if context is None:
-            return
-        with self._lock:
-            entry = self._entry(context.trace_id)
-            entry.touched = time.monotonic()
-            if len(entry.parents) < self.max_spans_per_trace * LINKS_PER_SPAN:
-                entry.parents[context.span_id] = span.parent.span_id if span.parent else None
-
     def add_candidate(self, candidate: Candidate) -> bool:
         """A span that may be an interaction: pending until its trace is resolved. An agent
         span's content counts as a piece of whatever interaction holds it. ``False`` (counted)

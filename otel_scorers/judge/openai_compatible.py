@@ -33,7 +33,6 @@ import os
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from otel_scorers import background_loop
@@ -44,12 +43,9 @@ from otel_scorers.errors import (
     JudgeTimeoutError,
 )
 from otel_scorers.judge.retry import error_for_status
+from otel_scorers.judge.transport import ChatRequest, ChatResponse, StructuredOutput
 
 __all__ = ["DirectTransport", "applies"]
-
-#: Request keys litellm takes for itself; the rest of its keyword arguments is the JSON body.
-_LITELLM_ONLY = frozenset({"model", "timeout", "max_retries", "num_retries", "drop_params",
-                           "api_base", "api_key"})
 #: The most of a response body read (a judge answer is a few kB; a hostile endpoint may
 #: stream forever).
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
@@ -77,15 +73,21 @@ class DirectTransport:
         self._proxy_url = env_proxy(self.url)
         self._proxy: tuple[Any, Any] | None = None  # (URL, BasicAuth | None), on first call
 
-    async def complete(self, kwargs: dict[str, Any]) -> Any:
-        """One chat completion; the response in the shape litellm returns (``choices``,
-        ``usage``), or a :class:`JudgeError`."""
+    def __repr__(self) -> str:
+        return f"DirectTransport({self.model!r}, {self.url!r})"
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        """One chat completion, or a :class:`JudgeError`."""
         import aiohttp
 
-        body = {key: value for key, value in kwargs.items() if key not in _LITELLM_ONLY}
-        body["model"] = self.name
+        body: dict[str, Any] = {"model": self.name, "messages": [dict(m) for m in
+                                                                 request.messages],
+                                "temperature": request.temperature,
+                                "max_tokens": request.max_tokens}
+        if request.response_format is not None:
+            body["response_format"] = dict(request.response_format)
         session = _session()
-        timeout = aiohttp.ClientTimeout(total=float(kwargs.get("timeout") or 60.0))
+        timeout = aiohttp.ClientTimeout(total=request.timeout_s)
         if self._proxy is None and self._proxy_url is not None:
             self._proxy = _split_proxy(self._proxy_url)
         proxy, proxy_auth = self._proxy or (None, None)
@@ -118,29 +120,33 @@ class DirectTransport:
             raise JudgeResponseError(
                 "judge returned an unreadable response: not a chat completion "
                 f"({len(data)} bytes)") from None
-        return SimpleNamespace(
-            choices=[SimpleNamespace(finish_reason=choice.get("finish_reason"),
-                                     message=SimpleNamespace(content=message.get("content")))],
-            usage=SimpleNamespace(prompt_tokens=_int(usage.get("prompt_tokens")),
-                                  completion_tokens=_int(usage.get("completion_tokens"))))
+        content = message.get("content") if isinstance(message, dict) else None
+        prompt, completion = _int(usage.get("prompt_tokens")), _int(
+            usage.get("completion_tokens"))
+        return ChatResponse(content=content if isinstance(content, str) else None,
+                            finish_reason=choice.get("finish_reason"), prompt_tokens=prompt,
+                            completion_tokens=completion, cost_usd=self.cost(prompt, completion))
 
-    def cost(self, response: Any) -> float | None:
-        """The call's price from litellm's price table (``None``: a model it does not price)."""
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """A call's price from litellm's price table (``None``: a model it does not price)."""
         entry = model_entry(self.model)
         if entry is None:
             return None
-        usage = response.usage
-        cost: float = (usage.prompt_tokens * entry["input_cost_per_token"]
-                       + usage.completion_tokens * entry["output_cost_per_token"])
+        cost: float = (prompt_tokens * entry["input_cost_per_token"]
+                       + completion_tokens * entry["output_cost_per_token"])
         return cost
 
     def priced(self) -> bool:
         return model_entry(self.model) is not None
 
-    def supports_schema(self) -> bool:
-        """Whether litellm's table says the model enforces a JSON schema."""
+    def structured_mode(self) -> StructuredOutput:
+        """A JSON schema when litellm's table says the model enforces one, else JSON mode."""
         entry = model_entry(self.model)
-        return entry is not None and bool(entry.get("supports_response_schema"))
+        supported = entry is not None and bool(entry.get("supports_response_schema"))
+        return "json_schema" if supported else "json_object"
+
+    def key_variables(self) -> list[str]:
+        return ["OPENAI_API_KEY"]
 
 
 @functools.cache

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -9,7 +10,6 @@ from pydantic import BaseModel, ConfigDict, StrictBool
 
 from otel_scorers.errors import JudgeError
 from otel_scorers.judge.client import JudgeClient, JudgeRequest
-from otel_scorers.judge.provider import load_litellm
 
 __all__ = ["PingResult", "ping"]
 
@@ -40,7 +40,7 @@ class PingResult:
 
 async def ping(client: JudgeClient) -> PingResult:
     """Ask the judge for ``{"ok": true}`` once (retries as configured)."""
-    mode = client.structured_mode(load_litellm())
+    mode = await asyncio.to_thread(client.structured_mode)
     started = time.monotonic()
     request = JudgeRequest(instructions="This is a connectivity check. Answer ok=true.",
                            fields=[("check", "ping")], answer_model=_Pong,

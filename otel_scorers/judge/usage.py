@@ -53,10 +53,9 @@ class Meter:
     completion_tokens: int = 0
     cost_usd: float | None = None
 
-    def add(self, response: Any, cost: float | None) -> None:
-        usage = getattr(response, "usage", None)
-        self.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
-        self.completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
+    def add(self, prompt_tokens: int, completion_tokens: int, cost: float | None) -> None:
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
         if cost is not None:
             self.cost_usd = (self.cost_usd or 0.0) + cost
 

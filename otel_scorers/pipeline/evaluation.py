@@ -43,7 +43,7 @@ from otel_scorers.scorers.base import Scorer
 from otel_scorers.scorers.result import ScoreError, ScoreResult
 from otel_scorers.scorers.rubric import RubricLike
 from otel_scorers.scorers.run import ScorerRun
-from otel_scorers.scorers.together import CallBatch, call_batches, judging_in, not_asking
+from otel_scorers.scorers.together import Member, call_batches, judged
 
 __all__ = ["Evaluation", "Job", "check_prices", "decision_of"]
 
@@ -161,9 +161,10 @@ class Evaluation:
             return []
         batches = (call_batches((s.name, s.scorer) for s in job.slots)
                    if self.fuse and self.isolated is None else {})
-        results = await asyncio.gather(*(self._score(span, slot, captured,
-                                                     batches.get(slot.name))
-                                          for slot in job.slots))
+        results = await asyncio.gather(*(
+            self._score(span, slot, captured,
+                        batches[slot.name].join() if slot.name in batches else None)
+            for slot in job.slots))
         return [result for result in results if result is not None]
 
     def _say_why(self, span: ReadableSpan, captured: Captured,
@@ -191,14 +192,18 @@ class Evaluation:
                       "the decisions, reason " + reason + ")")
 
     async def _score(self, span: ReadableSpan, slot: Slot, captured: Captured,
-                     batch: CallBatch | None = None) -> ScoreResult | None:
+                     member: Member | None = None) -> ScoreResult | None:
         """Judge one run with one scorer; counts exactly one terminal decision. With a
-        ``batch``, this task is one of the scorers sharing a judge call."""
-        with judging_in(batch):
-            return await self._score_alone(span, slot, captured)
+        ``member``, this task is one of the scorers sharing a judge call: it asks in the
+        batch, or leaves it as soon as it knows it will not ask."""
+        try:
+            return await self._score_alone(span, slot, captured, member)
+        finally:
+            if member is not None:
+                member.batch.leave(member)
 
-    async def _score_alone(self, span: ReadableSpan, slot: Slot, captured: Captured
-                           ) -> ScoreResult | None:
+    async def _score_alone(self, span: ReadableSpan, slot: Slot, captured: Captured,
+                           member: Member | None) -> ScoreResult | None:
         attributes: dict[str, Any] = {}
         counted = False
         run = captured.run
@@ -216,7 +221,8 @@ class Evaluation:
             cached = self.cache.get(key) if key is not None else None
             shared = self.inflight.get(key) if key is not None and cached is None else None
             if shared is not None:  # the same judgement is in flight: share its call
-                not_asking()  # a fused call must not wait for this scorer meanwhile
+                if member is not None:  # its batch must not wait for it meanwhile
+                    member.batch.leave(member)
                 cached = await asyncio.shield(shared)
             if cached is not None:
                 result = cached.model_copy(update={"run_id": run.run_id, "cached": True})
@@ -224,7 +230,7 @@ class Evaluation:
                 if decision == Decision.SCORED:
                     decision = Decision.CACHED
             else:
-                result = await self._judge_once(slot, run, key)
+                result = await self._judge_once(slot, run, key, member)
                 if budget is not None and result.judge is not None:
                     budget.spend(result.judge.total_tokens, result.judge.cost_usd)
                     if budget.unpriced and budget.max_cost is not None:
@@ -249,15 +255,16 @@ class Evaluation:
         finally:
             self.release(span, attributes)
 
-    async def _judge_once(self, slot: Slot, run: ScorerRun, key: str | None) -> ScoreResult:
+    async def _judge_once(self, slot: Slot, run: ScorerRun, key: str | None,
+                          member: Member | None = None) -> ScoreResult:
         """Judge ``run``; identical evaluations arriving meanwhile wait for this call (single
         flight) instead of making their own, and a success is cached for later ones."""
         if key is None:
-            return await self._judge(slot, run)
+            return await self._judge(slot, run, member)
         future: asyncio.Future[ScoreResult] = asyncio.get_running_loop().create_future()
         self.inflight[key] = future
         try:
-            result = await self._judge(slot, run)
+            result = await self._judge(slot, run, member)
             self.cache.put(key, result)
             future.set_result(result)
             return result
@@ -271,9 +278,11 @@ class Evaluation:
         finally:
             self.inflight.pop(key, None)
 
-    async def _judge(self, slot: Slot, run: ScorerRun) -> ScoreResult:
+    async def _judge(self, slot: Slot, run: ScorerRun, member: Member | None = None
+                     ) -> ScoreResult:
         try:
-            return await asyncio.wait_for(self._arun(slot, run), timeout=self.timeout_s)
+            return await asyncio.wait_for(self._arun(slot, run, member),
+                                          timeout=self.timeout_s)
         except asyncio.TimeoutError:
             error = JudgeTimeoutError(
                 f"evaluation exceeded evaluation_timeout_s={self.timeout_s:g}")
@@ -282,14 +291,14 @@ class Evaluation:
                                error=ScoreError.from_exception(error),
                                reason=f"Not scored: {error}")
 
-    async def _arun(self, slot: Slot, run: ScorerRun) -> ScoreResult:
+    async def _arun(self, slot: Slot, run: ScorerRun, member: Member | None) -> ScoreResult:
         isolated = self.isolated
         if isolated is not None and isolated.handles(slot.name):
             try:
                 return await isolated.arun(slot.name, run)
             except LookupError:  # the child could not rebuild this scorer: judge it here
                 pass
-        return await slot.scorer.arun(run)
+        return await judged(slot.scorer, run, member)
 
     async def close(self) -> None:
         """Stop the judging process, if any (its evaluations are over or abandoned)."""

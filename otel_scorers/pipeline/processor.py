@@ -213,24 +213,24 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
                 attrs = attribute_dict(span)
             watched = self._watched
             if watched is None or not watched.isdisjoint(attrs):
-                kind = span_kind(attrs)
-                if self._could_match(attrs, kind):
-                    self._offer(span, attrs)  # a possible interaction: the worker decides
-                    return
-                if kind is not None or not CONTENT_KEY_SET.isdisjoint(attrs):
-                    self._piece(span, attrs, kind is not None)
-                    return
-            # The common case: a span that is neither a candidate nor a piece is at most a
-            # parent link for trace assembly, or the local root whose end lets the worker
-            # decide its trace's interactions. This library's own spans take this path too,
-            # harmlessly (nothing selects or buffers them here).
-            buffer = self._buffer
-            if buffer.traces:
+                # a candidate, a piece of an interaction, or a span a name pattern or a
+                # predicate may select: the worker sorts it out, in the order spans ended
+                self._offer(span, attrs)
+                return
+            # The common case: any other span. While something agent-related is in flight it
+            # may be a parent link that trace assembly needs, or the local root whose end lets
+            # the worker decide its trace's interactions; otherwise it is passed on at once.
+            # This library's own spans take this path too, harmlessly.
+            worker = self._worker
+            if worker.has_intake or self._buffer.traces:
                 context = span.context
-                if context is not None and context.trace_id in buffer.traces:
-                    buffer.observe(span, None)
-                    if not self._per_agent and is_local_root(span):
-                        self._trigger(span)
+                if context is not None and (worker.has_intake
+                                            or context.trace_id in self._buffer.traces):
+                    if self._stripper is not None:
+                        self._stripper.strip_if_content(span, attrs)
+                    if not worker.offer((span, None)):
+                        self._decide_now(span, None)
+                    return
             if self._stripper is not None:
                 self._stripper.strip_if_content(span, attrs)
             if self._enriched is not None:
@@ -241,37 +241,13 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
             self._forward(span)
 
     def _offer(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
-        """A possible run: the worker decides (selection, sampling, counting) in the order the
-        spans ended; only stripping cannot wait for it. Its trace is buffered now, so that
-        the spans of it that end meanwhile (its parents, the root) leave their links."""
-        if not self._per_agent:
-            self._buffer.touch(span)
+        """Hand a span to the worker; only stripping cannot wait for it."""
         if self._stripper is not None:
             self._stripper.strip_if_content(span, attrs)  # attrs stays whole for capture
         if not self._worker.offer((span, attrs)):
             self._decide_now(span, attrs)
 
-    def _piece(self, span: ReadableSpan, attrs: Mapping[str, Any], step: bool) -> None:
-        """A piece of an interaction (an LLM call, a tool call, a retrieval, content that
-        cannot be a run): buffered right away, so that later spans of its trace find its entry
-        and leave their parent links (which assembly needs) before the worker reads them."""
-        if not is_own(span):
-            self._buffer.observe(span, attrs, piece=step)
-            if not self._per_agent and is_local_root(span):
-                self._trigger(span)  # an LLM call traced on its own: its trace is complete
-        if self._stripper is not None:
-            self._stripper.strip_if_content(span, attrs)
-        self._forward(span)
-
-    def _trigger(self, span: ReadableSpan) -> None:
-        """A buffered trace's local root ended: the worker decides its interactions (after
-        every candidate offered before it)."""
-        if not self._worker.offer((span, None)):
-            for job in self._decide((span, None)):
-                if not self._worker.submit(job):
-                    self._dropped(job)
-
-    def _decide_now(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
+    def _decide_now(self, span: ReadableSpan, attrs: Mapping[str, Any] | None) -> None:
         """The intake was full or the worker stopped: decide on the calling thread."""
         if self._shutdown:
             self._forward(span)
@@ -283,26 +259,30 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
     # -- the worker's side of on_end --------------------------------------------------------
     def _decide(self, item: tuple[ReadableSpan, Mapping[str, Any] | None] | object
                 ) -> Sequence[Job]:
-        """A possible run (or a local root's end, attributes ``None``), in the order spans
-        ended: the jobs to evaluate now (often none: candidates wait for their trace)."""
+        """One ended span, in the order spans ended: buffered as what it is (a candidate, a
+        piece, a parent link), and the jobs to evaluate now (often none: candidates wait for
+        their trace's local root)."""
         if item is RESOLVE_ALL:
             return self._resolve_all()
         span, attrs = item  # type: ignore[misc]
         try:
-            if attrs is None:
-                return self._resolve(span)
             if is_own(span):
                 self._forward(span)
                 return ()
             if self._per_agent:
                 return self._decide_agent(span, attrs)
-            kind = self._selector.kind_of(span, attrs)
-            if kind is not None:
-                if not self._buffer.add_candidate(Candidate(span, attrs, kind)):
-                    self._forward(span)  # over the trace's bound: passed on, counted
-            else:  # a span the hot path could not rule out (a name pattern, a predicate)
-                self._buffer.observe(span, attrs, piece=span_kind(attrs) is not None)
-                self._forward(span)
+            if attrs is None:
+                self._buffer.observe(span, None)  # a parent link, when its trace is buffered
+            else:
+                kind = span_kind(attrs)
+                candidate = (self._selector.kind_of(span, attrs)
+                             if self._could_match(attrs, kind) else None)
+                if candidate is not None:
+                    if self._buffer.add_candidate(Candidate(span, attrs, candidate)):
+                        return self._resolve(span) if is_local_root(span) else ()
+                else:
+                    self._buffer.observe(span, attrs, piece=kind is not None)
+            self._forward(span)
             return self._resolve(span) if is_local_root(span) else ()
         except Exception:
             self._log_once("on_end", "otel-scorers could not process a span; it was passed on "
@@ -310,15 +290,21 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
             self._forward(span)
             return ()
 
-    def _decide_agent(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> Sequence[Job]:
+    def _decide_agent(self, span: ReadableSpan, attrs: Mapping[str, Any] | None
+                      ) -> Sequence[Job]:
         """Per-agent evaluation: every selected agent span is a run, decided when it ends."""
         buffer = self._buffer
+        if attrs is None:
+            buffer.observe(span, None)
+            self._forward(span)
+            return ()
         selected = self._selector.matches(span, attrs)
         # with a log side, a run's content may come later, by time: keep its window
         agent = selected and not is_llm_call(attrs)
         create = agent and self._log_side is not None
-        if create or buffer.traces or not CONTENT_KEY_SET.isdisjoint(attrs):
-            buffer.observe(span, attrs, keep_content=not selected, agent=agent, create=create)
+        if create or buffer.traces or not CONTENT_KEY_SET.isdisjoint(attrs) or span_kind(attrs):
+            buffer.observe(span, attrs, keep_content=not selected, agent=agent, create=create,
+                           piece=not selected and span_kind(attrs) is not None)
         chosen = self._sample(span) if selected else ()
         if not chosen:
             if not selected and self._unselected.note(span.name, attrs):

@@ -83,6 +83,11 @@ class Worker(Generic[T]):
         return len(self._queue) + len(self._intake)
 
     @property
+    def has_intake(self) -> bool:
+        """Whether offered items wait to be admitted (on the hot path: a length test)."""
+        return bool(self._intake)
+
+    @property
     def inflight(self) -> int:
         return self._inflight
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from otel_scorers import background_loop
-from otel_scorers.judge.client import JudgeClient, JudgeRequest, load_litellm
+from otel_scorers.errors import ScorerInputError
+from otel_scorers.judge.client import JudgeClient, load_litellm
 from otel_scorers.judge.schema import answer_schema
 from otel_scorers.pipeline.processor import ScoringSpanProcessor
 from otel_scorers.rescore.runs import RunRef
+from otel_scorers.scorers.base import LLMScorer, Question
 
 __all__ = ["DryRunEstimate", "estimate"]
 
@@ -46,28 +46,6 @@ class DryRunEstimate:
                 "estimated_cost_usd": (None if self.cost_usd is None
                                        else round(self.cost_usd, 6)),
                 "models": sorted(self.models)}
-
-
-class _Estimated(Exception):
-    def __init__(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> None:
-        super().__init__("dry run")
-        self.messages = messages
-        self.schema = schema
-
-
-class _EstimatingJudge:
-    """Stands in for a :class:`JudgeClient` in a dry run: renders the request it is given
-    exactly as the real client would, then stops (raising) instead of calling the model."""
-
-    def __init__(self, client: JudgeClient) -> None:
-        self.client = client
-        self.fingerprint = client.fingerprint
-        self.model = client.model
-        self.redactor = client.redactor
-
-    async def judge(self, request: JudgeRequest[Any]) -> Any:
-        mode = self.client._mode(load_litellm())
-        raise _Estimated(self.client.render(request, mode), answer_schema(request.answer_model))
 
 
 def _schema_tokens(node: Any) -> int:
@@ -134,20 +112,19 @@ def _add_call(result: DryRunEstimate, litellm: Any, scorer: Any, client: JudgeCl
 
 def _render(scorer: Any, client: JudgeClient, run: Any
             ) -> tuple[list[dict[str, str]] | None, dict[str, Any]]:
-    """The messages ``scorer`` would send for ``run`` (None when it would not call)."""
-    stand_in = copy.copy(scorer)
-    stand_in.judge = _EstimatingJudge(client)
+    """The messages ``scorer`` would send for ``run`` (None when it would not call: no
+    rubric, a run it cannot judge, a scorer that does not say what it would ask)."""
+    if not isinstance(scorer, LLMScorer):
+        return None, {}
     try:
-        # _Estimated is no JudgeError: arun lets it through
-        background_loop.run_sync(stand_in.arun(run))
-    except _Estimated as asked:
-        return asked.messages, asked.schema
-    except Exception as exc:  # the scorer would not call the judge (invalid input, no rubric)
+        asked = scorer.ask(run)
+    except ScorerInputError as exc:
         logger.debug("dry run: %s would not call the judge: %s", scorer, exc)
         return None, {}
-    return None, {}
-
-
+    if not isinstance(asked, Question):
+        return None, {}
+    messages = client.render(asked.request, client.structured_mode())
+    return messages, answer_schema(asked.request.answer_model)
 
 
 def add_hint(result: DryRunEstimate, unselected: int) -> None:

@@ -29,9 +29,9 @@ from typing import Any, Literal, get_args
 from pydantic import Field, StrictBool
 
 from otel_scorers.errors import ConfigError, ScorerInputError
-from otel_scorers.judge.client import JudgeClient, JudgeRequest
+from otel_scorers.judge.client import JudgeClient, Judgement, JudgeRequest
 from otel_scorers.scorers import prompts
-from otel_scorers.scorers.base import LLMScorer, digest, mastra_options
+from otel_scorers.scorers.base import LLMScorer, Question, digest, mastra_options
 from otel_scorers.scorers.result import JudgeModel, ScoreResult, bounded_list, bounded_text
 from otel_scorers.scorers.run import ScorerRun
 
@@ -211,15 +211,15 @@ class PromptAlignmentScorer(LLMScorer):
         return digest("alignment", self.judge.fingerprint, self.scale, mode, system,
                       run.conversation, run.user_prompt, run.response, self.examples_digest)
 
-    async def score(self, run: ScorerRun) -> ScoreResult:
+    def ask(self, run: ScorerRun) -> Question:
         mode = self.check(run)
-        judgement = await self.judge.judge(JudgeRequest(
-            instructions=prompts.alignment_instructions(mode),
-            fields=prompts.alignment_fields(run, mode),
-            answer_model=_ANSWERS[mode],
-            task=prompts.alignment_task(mode),
-            examples=self.examples_text,
-        ))
+        request = JudgeRequest(instructions=prompts.alignment_instructions(mode),
+                               fields=prompts.alignment_fields(run, mode),
+                               answer_model=_ANSWERS[mode], task=prompts.alignment_task(mode),
+                               examples=self.examples_text)
+        return Question(request, lambda judgement: self._result(run, mode, judgement))
+
+    def _result(self, run: ScorerRun, mode: str, judgement: Judgement[Any]) -> ScoreResult:
         answer: Any = judgement.value
         user: AlignmentDimensions | None = getattr(answer, "user_alignment", None)
         system: AlignmentDimensions | None = getattr(answer, "system_compliance", None)

@@ -1,10 +1,13 @@
-"""The scorer protocol and the base class the built-in scorers share.
+"""The scorer protocol and the base classes the built-in scorers share.
 
 Anything with a ``name``, ``run(run) -> ScoreResult`` and ``async arun(run) -> ScoreResult``
 is a scorer: the span processor runs it with the same sampling, emission and metrics as the
 built-in ones. Subclass :class:`BaseScorer` and write one coroutine, ``score``; ``run`` and
 ``arun`` come with it (``run`` drives ``arun`` on the library's background loop, so there is a
-single code path).
+single code path). An :class:`LLMScorer` writes ``ask`` instead: the :class:`Question` for the
+judge (or the result, when no judge call is needed), and how its answer becomes a result; so
+whoever calls the judge (the scorer itself, or one fused call for several scorers,
+:mod:`otel_scorers.scorers.together`) is the caller's choice, never hidden state.
 """
 
 from __future__ import annotations
@@ -13,17 +16,18 @@ import abc
 import hashlib
 import inspect
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from otel_scorers.background_loop import run_sync
 from otel_scorers.errors import ConfigError, JudgeError, ScorerInputError
-from otel_scorers.judge.client import JudgeClient
+from otel_scorers.judge.client import JudgeClient, Judgement, JudgeRequest
 from otel_scorers.scorers.examples import FewShot
 from otel_scorers.scorers.result import ScoreError, ScoreResult
 from otel_scorers.scorers.run import RunLike, ScorerRun
 
-__all__ = ["BaseScorer", "LLMScorer", "Scorer"]
+__all__ = ["BaseScorer", "LLMScorer", "Question", "Scorer"]
 
 logger = logging.getLogger(__name__)
 
@@ -124,8 +128,28 @@ def digest(*parts: Any) -> str:
     return h.hexdigest()[:32]
 
 
+@dataclass(frozen=True)
+class Question:
+    """What an LLM scorer asks the judge about one run, and how the answer becomes its result."""
+
+    request: JudgeRequest[Any]
+    answer: Callable[[Judgement[Any]], ScoreResult]
+
+
 class LLMScorer(BaseScorer):
-    """A scorer judged by an LLM through a :class:`JudgeClient`."""
+    """A scorer judged by an LLM through a :class:`JudgeClient`: one question per run."""
+
+    @abc.abstractmethod
+    def ask(self, run: ScorerRun) -> Question | ScoreResult:
+        """The question for the judge about ``run``, or its result when no judge call is
+        needed (a rubric scorer with no rubric). Raises ``ScorerInputError`` for a run it
+        cannot judge."""
+
+    async def score(self, run: ScorerRun) -> ScoreResult:
+        asked = self.ask(run)
+        if isinstance(asked, ScoreResult):
+            return asked
+        return asked.answer(await self.judge.judge(asked.request))
 
     def __init__(self, model: str | JudgeClient | None, *, name: str, scale: float,
                  judge_options: dict[str, Any]) -> None:

@@ -26,9 +26,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model
 
 from otel_scorers.errors import ConfigError, ScorerInputError
-from otel_scorers.judge.client import JudgeClient, JudgeRequest
+from otel_scorers.judge.client import JudgeClient, Judgement, JudgeRequest
 from otel_scorers.scorers import prompts
-from otel_scorers.scorers.base import LLMScorer, digest, mastra_options
+from otel_scorers.scorers.base import LLMScorer, Question, digest, mastra_options
 from otel_scorers.scorers.result import JudgeModel, ScoreResult, bounded_text
 from otel_scorers.scorers.run import ScorerRun
 
@@ -220,7 +220,7 @@ class RubricScorer(LLMScorer):
                       run.system_prompt, run.conversation, run.user_prompt, run.response,
                       self.examples_digest)
 
-    async def score(self, run: ScorerRun) -> ScoreResult:
+    def ask(self, run: ScorerRun) -> Question | ScoreResult:
         criteria, source = self.resolve(run)
         if not criteria:
             return ScoreResult(
@@ -237,14 +237,16 @@ class RubricScorer(LLMScorer):
             criteria = tuple(Criterion(redactor(c.description), c.id, c.required)
                              for c in criteria)
         ids = self._ids if criteria is self.criteria else criterion_ids(criteria)
-        model = answer_model(len(criteria))
-        judgement = await self.judge.judge(JudgeRequest(
-            instructions=prompts.RUBRIC_INSTRUCTIONS,
-            fields=prompts.rubric_fields(criteria, run),
-            answer_model=model,
-            task=prompts.rubric_task(len(criteria)),
-            examples=self.examples_text,
-        ))
+        request = JudgeRequest(instructions=prompts.RUBRIC_INSTRUCTIONS,
+                               fields=prompts.rubric_fields(criteria, run),
+                               answer_model=answer_model(len(criteria)),
+                               task=prompts.rubric_task(len(criteria)),
+                               examples=self.examples_text)
+        return Question(request, lambda judgement: self._result(
+            run, criteria, ids, dynamic, judgement))
+
+    def _result(self, run: ScorerRun, criteria: tuple[Criterion, ...], ids: tuple[str, ...],
+                dynamic: bool, judgement: Judgement[Any]) -> ScoreResult:
         answer: Any = judgement.value
         verdicts = tuple(
             CriterionVerdict(id=ident, description=c.description, required=c.required,

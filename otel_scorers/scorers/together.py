@@ -1,18 +1,26 @@
 """Scorers judging one run together: the scorers that share a judge get one fused judge call
 (:mod:`otel_scorers.judge.fused` says how the call is built, split and failed).
 
-The caller makes the batches for a run's scorers with :func:`call_batches` and runs each
-scorer, in a task of its own, inside :func:`judging_in` its batch (``None``: alone).
+:func:`call_batches` makes the batches for a run's scorers. Each scorer then runs in a task
+of its own with a :class:`~otel_scorers.judge.fused.Member` of its batch, given explicitly:
+:func:`judged` asks the scorer for its question (``LLMScorer.ask``), hands it to the batch,
+and turns the answer into the scorer's result. A task that decides not to ask after all (a
+cache hit, an identical evaluation in flight) calls ``member.batch.leave(member)``, so the
+batch never waits for it. :func:`score_together` does all of it for a set of scorers.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterable, Iterator
+import asyncio
+from collections.abc import Iterable, Mapping
 
-from otel_scorers.judge.fused import MEMBER, CallBatch
+from otel_scorers.errors import JudgeError, ScorerInputError
+from otel_scorers.judge.fused import CallBatch, Member
+from otel_scorers.scorers.base import LLMScorer, Scorer
+from otel_scorers.scorers.result import ScoreResult
+from otel_scorers.scorers.run import ScorerRun
 
-__all__ = ["CallBatch", "call_batches", "judging_in", "not_asking"]
+__all__ = ["CallBatch", "Member", "call_batches", "judged", "score_together"]
 
 
 def call_batches(named: Iterable[tuple[str, object]]) -> dict[str, CallBatch]:
@@ -21,7 +29,7 @@ def call_batches(named: Iterable[tuple[str, object]]) -> dict[str, CallBatch]:
     for name, scorer in named:
         judge = getattr(scorer, "judge", None)
         key = getattr(judge, "fusion_key", None)
-        if isinstance(key, str):
+        if isinstance(scorer, LLMScorer) and isinstance(key, str):
             groups.setdefault(key, []).append(name)
     batches: dict[str, CallBatch] = {}
     for key, names in groups.items():
@@ -31,25 +39,31 @@ def call_batches(named: Iterable[tuple[str, object]]) -> dict[str, CallBatch]:
     return batches
 
 
-@contextlib.contextmanager
-def judging_in(batch: CallBatch | None) -> Iterator[None]:
-    """Within: this task's first judge call may go out with the batch's others. On leaving
-    without having asked, the batch stops waiting for this scorer."""
-    if batch is None:
-        yield
-        return
-    member = batch.join()
-    MEMBER.set(member)  # the task's own context: each scorer runs in a task of its own
+async def judged(scorer: Scorer, run: ScorerRun, member: Member | None = None) -> ScoreResult:
+    """``scorer``'s result for ``run``: judged alone, or (``member``) as one part of its
+    batch's call. Input and judge failures are results, as with ``arun``; the member has
+    asked or left when this returns."""
+    if member is None or not isinstance(scorer, LLMScorer):
+        if member is not None:
+            member.batch.leave(member)
+        return await scorer.arun(run)
     try:
-        yield
+        asked = scorer.ask(run)
+        if isinstance(asked, ScoreResult):
+            return asked
+        return asked.answer(await member.batch.ask(member, scorer.judge, asked.request))
+    except (ScorerInputError, JudgeError) as error:
+        return scorer.error_result(run, error)
     finally:
-        batch.leave(member)
-
-
-def not_asking() -> None:
-    """This task will not ask the judge after all (it waits for an identical evaluation in
-    flight elsewhere): its batch stops waiting for it now. Otherwise two identical runs judged
-    at once could each hold the question the other's batch waits for, until both timed out."""
-    member = MEMBER.get()
-    if member is not None:
         member.batch.leave(member)
+
+
+async def score_together(scorers: Mapping[str, Scorer], run: ScorerRun
+                         ) -> dict[str, ScoreResult]:
+    """Every scorer's result for ``run``, by name; scorers sharing a judge share one call."""
+    batches = call_batches(scorers.items())
+    names = list(scorers)
+    results = await asyncio.gather(*(
+        judged(scorers[name], run, batches[name].join() if name in batches else None)
+        for name in names))
+    return dict(zip(names, results, strict=True))

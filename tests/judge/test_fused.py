@@ -158,7 +158,8 @@ def test_a_scorer_waiting_for_an_identical_evaluation_lets_the_call_go(
     import asyncio
 
     from otel_scorers.background_loop import run_sync
-    from otel_scorers.scorers.together import CallBatch, judging_in, not_asking
+    from otel_scorers.scorers.run import ScorerRun
+    from otel_scorers.scorers.together import CallBatch, judged
 
     judge_server.responder = judge_responder()
 
@@ -167,14 +168,14 @@ def test_a_scorer_waiting_for_an_identical_evaluation_lets_the_call_go(
         elsewhere = asyncio.Event()
 
         async def waiting() -> None:
-            with judging_in(batch):
-                not_asking()
-                await elsewhere.wait()
+            member = batch.join()
+            batch.leave(member)  # it will not ask: it waits for the same judgement elsewhere
+            await elsewhere.wait()
 
         async def asking() -> Any:
-            with judging_in(batch):
-                return await RubricScorer(judge, "- is polite").arun(
-                    {"input": "Say hi", "output": "hi"})
+            return await judged(RubricScorer(judge, "- is polite"),
+                                ScorerRun.coerce({"input": "Say hi", "output": "hi"}),
+                                batch.join())
 
         waiter = asyncio.ensure_future(waiting())
         result = await asyncio.wait_for(asking(), 10)

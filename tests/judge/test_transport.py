@@ -5,27 +5,68 @@ which runs each scorer-level test through both."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from otel_scorers import RubricScorer
 from otel_scorers.judge.client import JudgeClient
+from otel_scorers.judge.litellm_transport import LiteLLMTransport
+from otel_scorers.judge.local import LocalTransport
+from otel_scorers.judge.openai_compatible import DirectTransport
 from otel_scorers.judge.retry import RetryPolicy
+from otel_scorers.judge.transport import ChatRequest, ChatResponse, StructuredOutput
 from otel_scorers.testing import Answer, ScriptedJudgeServer, fault, garbage, rubric_answer
 
 RUN = {"input": "Say hi", "output": "hi"}
 FAST = RetryPolicy(max_retries=1, initial_backoff_s=0.01, max_backoff_s=0.02)
 
 
-def test_which_judges_go_direct() -> None:
+def kind(client: JudgeClient) -> type:
+    return type(client.transport)
+
+
+def test_which_transport_each_judge_gets() -> None:
     base = "http://127.0.0.1:9/v1"
-    assert JudgeClient("openai/x", api_base=base).direct is not None
-    assert JudgeClient("openai/x", api_base=base, transport="litellm").direct is None
-    assert JudgeClient("openai/x", api_base=base, extra_params={"seed": 1}).direct is None
-    assert JudgeClient("openai/gpt-4o-mini").direct is None  # the provider's own API
-    assert JudgeClient("anthropic/claude-3-5-haiku", api_base=base).direct is None
-    assert JudgeClient("local/smollm2").direct is None
+    assert kind(JudgeClient("openai/x", api_base=base)) is DirectTransport
+    assert kind(JudgeClient("openai/x", api_base=base, transport="litellm")) is LiteLLMTransport
+    assert kind(JudgeClient("openai/x", api_base=base,
+                            extra_params={"seed": 1})) is LiteLLMTransport
+    assert kind(JudgeClient("openai/gpt-4o-mini")) is LiteLLMTransport  # the provider's own API
+    assert kind(JudgeClient("anthropic/claude-3-5-haiku", api_base=base)) is LiteLLMTransport
+    assert kind(JudgeClient("local/smollm2")) is LocalTransport
+
+
+async def test_a_transport_of_your_own_is_all_the_client_talks_to() -> None:
+    class Canned:
+        model = "canned/judge"
+
+        def __init__(self) -> None:
+            self.seen: list[ChatRequest] = []
+
+        async def complete(self, request: ChatRequest) -> ChatResponse:
+            self.seen.append(request)
+            return ChatResponse(content=json.dumps(rubric_answer([True])), prompt_tokens=7,
+                                completion_tokens=3)
+
+        def structured_mode(self) -> StructuredOutput:
+            return "json_schema"
+
+        def priced(self) -> bool:
+            return False
+
+        def key_variables(self) -> list[str]:
+            return []
+
+    canned = Canned()
+    result = await RubricScorer(JudgeClient("canned/judge", transport=canned),
+                                "- greets the user").arun(RUN)
+    assert result.score == 1.0 and result.judge is not None
+    assert (result.judge.prompt_tokens, result.judge.completion_tokens) == (7, 3)
+    (request,) = canned.seen
+    assert request.response_format is not None
+    assert request.response_format["type"] == "json_schema"
 
 
 def test_same_judgement_usage_and_price_as_litellm(judge_server: ScriptedJudgeServer) -> None:
@@ -34,7 +75,7 @@ def test_same_judgement_usage_and_price_as_litellm(judge_server: ScriptedJudgeSe
         judge_server.script(rubric_answer([True], reasoning=["greets"]))
         judge = JudgeClient("openai/gpt-4o-mini", api_base=judge_server.url, api_key="k",
                             transport=transport, structured_output="json_object")
-        assert (judge.direct is not None) == (transport == "auto")
+        assert (kind(judge) is DirectTransport) == (transport == "auto")
         results[transport] = RubricScorer(judge, "- greets the user").run(RUN)
     direct, litellm = results["auto"], results["litellm"]
     assert direct.score == litellm.score == 1.0

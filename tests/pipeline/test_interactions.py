@@ -163,3 +163,18 @@ def test_candidates_of_an_evicted_trace_are_handed_back_not_lost() -> None:
     assert [c.span.name for c in evicted.candidates] == ["agent"]
 
 
+
+
+def test_an_app_that_flushes_right_after_a_long_run_gets_no_false_warning(
+        telemetry: Telemetry, make_processor: Any, judge_server: ScriptedJudgeServer,
+        caplog: Any) -> None:
+    judge_server.responder = judge_responder()
+    processor = make_processor()
+    with caplog.at_level("WARNING", logger="otel_scorers"):
+        with telemetry.tracer().start_as_current_span("LangGraph", attributes={
+                "openinference.span.kind": "CHAIN"}):
+            for _ in range(25):  # more LLM calls than the warning's threshold, in the run
+                chat(telemetry)
+        assert processor.force_flush(10_000)  # at once, as serverless handlers do
+    assert processor.stats()["rubric"] == {"selected": 1, "scored": 1}
+    assert not [r for r in caplog.records if "LLM-client level" in r.getMessage()]
