@@ -410,8 +410,8 @@ def bench_prompts(quick: bool) -> None:
 
 async def _fused(scorers: Sequence[Any], run: Any) -> list[Any]:
     """The scorers judging ``run`` as the pipeline does with fuse_judge_calls on."""
+    from otel_scorers.scorers.fused import score_together
     from otel_scorers.scorers.run import ScorerRun
-    from otel_scorers.scorers.together import score_together
 
     named = {str(index): scorer for index, scorer in enumerate(scorers)}
     return list((await score_together(named, ScorerRun.coerce(run))).values())

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 from otel_scorers._version import __version__
 from otel_scorers.errors import (
     ConfigError,
+    EnvConfigError,
+    JudgeAuthError,
     JudgeConnectionError,
     JudgeError,
     JudgeOutputError,
@@ -53,6 +55,8 @@ __all__ = [
     "ConfigError",
     "CorrectionResult",
     "Criterion",
+    "EnvConfigError",
+    "JudgeAuthError",
     "JudgeClient",
     "JudgeConnectionError",
     "JudgeError",

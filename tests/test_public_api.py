@@ -7,7 +7,8 @@ import otel_scorers
 
 EXPECTED = [
     "AlignmentAnalysis", "BaseScorer", "ConfigError", "CorrectionResult", "Criterion",
-    "JudgeClient", "JudgeConnectionError", "JudgeError", "JudgeOutputError",
+    "EnvConfigError", "JudgeAuthError", "JudgeClient", "JudgeConnectionError", "JudgeError",
+    "JudgeOutputError",
     "JudgeRateLimitError", "JudgeRequestError", "JudgeResponseError", "JudgeServerError",
     "JudgeTimeoutError", "JudgeTruncatedError", "JudgeUsage", "Message", "OtelScorersError",
     "PromptAlignmentScorer", "RegexRedactor", "RetryPolicy", "RubricAnalysis", "RubricScorer",

@@ -31,9 +31,9 @@ from otel_scorers.judge.client import JudgeClient
 from otel_scorers.scorers.alignment import PromptAlignmentScorer
 from otel_scorers.scorers.base import LLMScorer
 from otel_scorers.scorers.cases import LabelledCase
+from otel_scorers.scorers.fused import score_together
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.rubric import Criterion, RubricScorer
-from otel_scorers.scorers.together import score_together
 
 __all__ = ["COMPANION_CRITERIA", "companion_for", "compare_fused", "judge_pairs"]
 

@@ -1,6 +1,6 @@
 """The ``otel-scorers`` command line: thin commands that parse, call the library and print.
 
-One module per command family (:mod:`.score`, :mod:`.live` for ``demo`` and ``check-config``,
+One module per command family (:mod:`.score`, :mod:`.demo`, :mod:`.check` for ``check-config``,
 :mod:`.rescore`, :mod:`.serve`, :mod:`.calibrate`). Exit codes: 0 done; 1 a failed judgement or
 a result below ``--fail-under``; 2 a usage or configuration error (one line, no traceback).
 """
@@ -10,7 +10,8 @@ from __future__ import annotations
 import click
 
 from otel_scorers.cli.calibrate import calibrate
-from otel_scorers.cli.live import check_config, demo
+from otel_scorers.cli.check import check_config
+from otel_scorers.cli.demo import demo
 from otel_scorers.cli.rescore import rescore
 from otel_scorers.cli.score import score
 from otel_scorers.cli.serve import serve

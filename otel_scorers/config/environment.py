@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
+from otel_scorers.config.params import PARAMS, parser_for
 from otel_scorers.config.settings import Settings
 
 __all__ = ["ENV_VARS", "OTHER_VARS", "EnvVar", "env_layer", "merge", "nested", "unknown_vars"]
-
-logger = logging.getLogger(__name__)
-
-
-def _bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"not a boolean: {text!r}")
-
-
-def _list(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 @dataclass(frozen=True)
@@ -36,82 +21,19 @@ class EnvVar:
     help: str
 
 
-ENV_VARS: Mapping[str, EnvVar] = {
-    "OTEL_SCORERS_ENABLED": EnvVar(("enabled",), _bool, "turn zero-code scoring on or off"),
-    "OTEL_SCORERS_JUDGE_MODEL": EnvVar(("judge", "model"), str, "judge model (litellm string)"),
-    "OTEL_SCORERS_JUDGE_API_BASE": EnvVar(("judge", "api_base"), str, "judge API base URL"),
-    "OTEL_SCORERS_JUDGE_API_KEY": EnvVar(("judge", "api_key"), str, "judge API key"),
-    "OTEL_SCORERS_JUDGE_TIMEOUT": EnvVar(("judge", "timeout_s"), float,
-                                         "seconds per judge call"),
-    "OTEL_SCORERS_JUDGE_MAX_TOKENS": EnvVar(("judge", "max_tokens"), int,
-                                            "max tokens per judge answer"),
-    "OTEL_SCORERS_JUDGE_STRUCTURED_OUTPUT": EnvVar(("judge", "structured_output"), str,
-                                                   "auto|json_schema|json_object|..."),
-    "OTEL_SCORERS_JUDGE_TRANSPORT": EnvVar(("judge", "transport"), str,
-                                           "auto (direct HTTP to an OpenAI-compatible "
-                                           "api_base) | litellm"),
-    "OTEL_SCORERS_REDACT": EnvVar(("judge", "redact"), _bool,
-                                  "redact PII and secrets before judging"),
-    "OTEL_SCORERS_SCORERS": EnvVar(("scorers",), _list,
-                                   "comma list of scorer types: rubric,prompt_alignment"),
-    "OTEL_SCORERS_ALIGNMENT_MODE": EnvVar(("scorers", "*", "evaluation_mode"), str,
-                                          "prompt-alignment mode: user|system|both"),
-    "OTEL_SCORERS_RUBRIC": EnvVar(("rubrics", "*"), str,
-                                  "rubric checklist for every agent (newline separated)"),
-    "OTEL_SCORERS_SAMPLE_RATIO": EnvVar(("sampling", "ratio"), float,
-                                        "share of traces judged (0..1)"),
-    "OTEL_SCORERS_ERROR_SAMPLE_RATIO": EnvVar(("sampling", "error_ratio"), float,
-                                              "share of error spans judged"),
-    "OTEL_SCORERS_RATE_LIMIT": EnvVar(("sampling", "rate_limit"), float,
-                                      "max evaluations per second per scorer"),
-    "OTEL_SCORERS_BUDGET_TOKENS_PER_HOUR": EnvVar(("sampling", "budget_tokens_per_hour"), int,
-                                                  "judge tokens per hour per scorer"),
-    "OTEL_SCORERS_BUDGET_COST_PER_HOUR": EnvVar(("sampling", "budget_cost_per_hour"), float,
-                                                "judge USD per hour per scorer"),
-    "OTEL_SCORERS_SAMPLE_SALT": EnvVar(("sampling", "salt"), str, "trace-id sampling salt"),
-    "OTEL_SCORERS_INCLUDE_LLM_SPANS": EnvVar(("selection", "include_llm_spans"), _bool,
-                                             "also score LLM chat spans"),
-    "OTEL_SCORERS_SPAN_NAMES": EnvVar(("selection", "span_names"), _list,
-                                      "comma list of span-name globs to score"),
-    "OTEL_SCORERS_AGENTS": EnvVar(("selection", "agents"), _list,
-                                  "comma list: score only these agents"),
-    "OTEL_SCORERS_PER_AGENT": EnvVar(("selection", "per_agent"), _bool,
-                                     "judge every agent span on its own, not each interaction "
-                                     "once"),
-    "OTEL_SCORERS_INTERACTION_WAIT_S": EnvVar(("interaction_wait_s",), float,
-                                              "seconds an interaction whose trace root has not "
-                                              "ended waits for more of its spans"),
-    "OTEL_SCORERS_EVALUATION_SPANS": EnvVar(("evaluation_spans",), _bool,
-                                            "emit evaluation spans"),
-    "OTEL_SCORERS_EVENTS": EnvVar(("events",), _bool, "emit gen_ai.evaluation.result events"),
-    "OTEL_SCORERS_REASONS": EnvVar(("reasons",), str,
-                                   "judge text in telemetry: full|truncate|none"),
-    "OTEL_SCORERS_MAX_REASON_CHARS": EnvVar(("max_reason_chars",), int,
-                                            "characters kept per text when truncating"),
-    "OTEL_SCORERS_QUEUE_SIZE": EnvVar(("queue_size",), int, "runs waiting for evaluation"),
-    "OTEL_SCORERS_CONCURRENCY": EnvVar(("concurrency",), int, "judge calls in flight"),
-    "OTEL_SCORERS_CACHE_TTL": EnvVar(("cache_ttl_s",), float, "seconds a judgement is reused"),
-    "OTEL_SCORERS_EVALUATION_TIMEOUT": EnvVar(("evaluation_timeout_s",), float,
-                                              "seconds per evaluation, retries included"),
-    "OTEL_SCORERS_HOLD_TIMEOUT": EnvVar(("hold_timeout_s",), float,
-                                        "enriched export: seconds a span waits for scores"),
-    "OTEL_SCORERS_EXIT_TIMEOUT_S": EnvVar(("exit_timeout_s",), float,
-                                          "seconds pending evaluations may take at exit"),
-    "OTEL_SCORERS_EXPORTED_CONTENT": EnvVar(("exported_content",), str,
-                                            "GenAI content on exported spans and logs: "
-                                            "keep|strip"),
-    "OTEL_SCORERS_MAX_AGENTS": EnvVar(("max_agents",), int,
-                                      "distinct agent names in metric labels (then _other)"),
-    "OTEL_SCORERS_LOG_WAIT_S": EnvVar(("log_wait_s",), float,
-                                      "seconds a run without content waits for its log "
-                                      "records"),
-    "OTEL_SCORERS_ISOLATION": EnvVar(("isolation",), str,
-                                     "thread (judging in the app's process) | process (in a "
-                                     "child process)"),
-    "OTEL_SCORERS_FUSE_JUDGE_CALLS": EnvVar(("fuse_judge_calls",), _bool,
-                                            "one judge call for the scorers judging a run with "
-                                            "the same judge"),
-}
+def _env_vars() -> dict[str, EnvVar]:
+    """The variables of the settings table (:mod:`otel_scorers.config.params`)."""
+    out: dict[str, EnvVar] = {}
+    for param in PARAMS:
+        if param.env is None:
+            continue
+        # OTEL_SCORERS_RUBRIC sets the rubric of every agent
+        path = ("rubrics", "*") if param.path == "rubrics" else param.keys
+        out[param.env] = EnvVar(path, parser_for(param), param.doc)
+    return out
+
+
+ENV_VARS: Mapping[str, EnvVar] = _env_vars()
 
 
 def merge(base: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:

@@ -121,16 +121,9 @@ class JudgeClient:
         transport: Literal["auto", "litellm"] | Transport = "auto",
     ) -> None:
         resolved = model or os.environ.get(ENV_MODEL) or DEFAULT_LOCAL_MODEL
-        if "/" not in resolved and not resolved.startswith(("gpt-", "o1", "o3", "o4", "claude")):
-            logger.debug("judge model %r has no provider prefix; litellm will infer one", resolved)
-        if structured_output not in get_args(StructuredOutput):
-            raise ConfigError(f"structured_output must be one of {get_args(StructuredOutput)}")
-        for name, value in (("timeout_s", timeout_s), ("total_timeout_s", total_timeout_s),
-                            ("max_tokens", max_tokens), ("max_field_chars", max_field_chars)):
-            if value <= 0:
-                raise ConfigError(f"{name} must be > 0, got {value!r}")
-        if not 0.0 <= temperature <= 2.0:
-            raise ConfigError(f"temperature must be within [0, 2], got {temperature!r}")
+        _check(structured_output, temperature, timeout_s=timeout_s,
+               total_timeout_s=total_timeout_s, max_tokens=max_tokens,
+               max_field_chars=max_field_chars)
         self.model = resolved
         # each field on its own: the argument, else its environment variable
         self.api_base = api_base or os.environ.get(ENV_API_BASE) or None
@@ -320,6 +313,17 @@ class JudgeClient:
                 raise JudgeTruncatedError("judge answer was cut at max_tokens (finish_reason="
                                           "length); raise max_tokens or shorten the rubric")
             return answer.content or ""
+
+
+def _check(structured_output: str, temperature: float, **positive: float) -> None:
+    """A bad option is a :class:`ConfigError` naming it."""
+    if structured_output not in get_args(StructuredOutput):
+        raise ConfigError(f"structured_output must be one of {get_args(StructuredOutput)}")
+    for name, value in positive.items():
+        if value <= 0:
+            raise ConfigError(f"{name} must be > 0, got {value!r}")
+    if not 0.0 <= temperature <= 2.0:
+        raise ConfigError(f"temperature must be within [0, 2], got {temperature!r}")
 
 
 def transport_for(model: str, *, api_base: str | None = None, api_key: str | None = None,

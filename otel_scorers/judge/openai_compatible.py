@@ -106,6 +106,11 @@ class DirectTransport:
         except aiohttp.ClientError as exc:  # a malformed response (payload, headers)
             raise JudgeResponseError(
                 f"judge returned an unreadable response: {type(exc).__name__}") from None
+        return self._answer(status, headers, data)
+
+    def _answer(self, status: int, headers: Any, data: bytes) -> ChatResponse:
+        """The response read: an HTTP failure as its judge error, else the chat completion
+        (or ``invalid_response`` for a body that is none)."""
         if status != 200:
             error = error_for_status(status, headers, _error_text(data))
             if isinstance(error, JudgeAuthError):

@@ -25,6 +25,7 @@ from otel_scorers.config import (
     Settings,
     load_settings,
 )
+from otel_scorers.config.params import ARGUMENTS, PipelineSettings
 from otel_scorers.emit.attributes import ContentPolicy
 from otel_scorers.emit.enriched import EnrichedExport
 from otel_scorers.emit.metrics import ScorerMetrics
@@ -46,7 +47,9 @@ from otel_scorers.scorers.rubric import RubricLike, RubricScorer
 
 __all__ = [
     "Parts",
+    "PipelineSettings",
     "ScorerSpec",
+    "Settings",
     "Slot",
     "build_slots",
     "capture_from",
@@ -126,6 +129,11 @@ def resolve_settings(arguments: Mapping[str, Any], config: str | Path | None
     """Settings from ``arguments`` (``None`` values dropped) over env over file over defaults,
     and the problems of the environment: when there are some, the settings leave the
     environment out (the caller turns scoring off; it never judges with half a setup)."""
+    unknown = sorted(set(arguments) - ARGUMENTS)
+    if unknown:
+        raise TypeError(f"ScoringSpanProcessor() got unexpected keyword arguments "
+                        f"{', '.join(map(repr, unknown))}; the settings it takes are "
+                        f"{', '.join(sorted(ARGUMENTS))} (docs/configuration.md)")
     given = {key: value for key, value in arguments.items() if value is not None}
     try:
         return load_settings(given, config=config).settings, []
@@ -175,18 +183,18 @@ def rubrics_from(settings: Settings, rubrics: Mapping[str, RubricLike] | None
 
 
 def sampling_from(settings: SamplingSettings) -> Sampling:
-    return Sampling(
-        ratio=settings.ratio, error_ratio=settings.error_ratio,
-        boosts=tuple(Boost(b.attribute, b.value, b.ratio) for b in settings.boosts),
-        rate_limit=settings.rate_limit, budget_tokens_per_hour=settings.budget_tokens_per_hour,
-        budget_cost_per_hour=settings.budget_cost_per_hour, salt=settings.salt)
+    """The runtime policy of a settings block (the same fields, a test keeps them so)."""
+    values = settings.model_dump()
+    values["boosts"] = tuple(Boost(**boost) for boost in values["boosts"])
+    return Sampling(**values)
 
 
 def selection_from(settings: SelectionSettings) -> Selection:
-    return Selection(agent_conventions=settings.agent_conventions,
-                     include_llm_spans=settings.include_llm_spans,
-                     span_names=tuple(settings.span_names), attributes=dict(settings.attributes),
-                     agents=tuple(settings.agents), per_agent=settings.per_agent)
+    """The runtime selection of a settings block (the same fields but the predicate, which
+    only code can give)."""
+    values: dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value
+                              for key, value in settings.model_dump().items()}
+    return Selection(**values)
 
 
 def _plain_rubric(rubric: Any) -> Any:

@@ -40,10 +40,10 @@ from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.isolated import IsolatedScorers
 from otel_scorers.pipeline.slots import Slot
 from otel_scorers.scorers.base import Scorer
+from otel_scorers.scorers.fused import Member, call_batches, judged
 from otel_scorers.scorers.result import ScoreError, ScoreResult
 from otel_scorers.scorers.rubric import RubricLike
 from otel_scorers.scorers.run import ScorerRun
-from otel_scorers.scorers.together import Member, call_batches, judged
 
 __all__ = ["Evaluation", "Job", "check_prices", "decision_of"]
 

@@ -1,21 +1,18 @@
 """``ScoringSpanProcessor``: judge agent runs live inside the OpenTelemetry SDK pipeline.
 
 This module holds the SDK hooks only. ``on_end`` is the hot path and never blocks or raises:
-one lookup and one set test tell a possible run (appended, with its attributes, to the
-worker's bounded intake), an LLM span with content (buffered for trace assembly at once) and
-any other span (a parent link at most) apart, and it returns. The worker (:mod:`.worker`) then
-decides each possible run in order (:meth:`ScoringSpanProcessor._decide`: this library's own
-spans skipped, selection, sampling, counting, enriched holds) and runs one
-:class:`~.evaluation.Evaluation` per job on the library's background loop; the parts are built
-from arguments and settings in :mod:`.build`.
+one set test tells a span that may matter (a possible interaction or a piece of one: handed,
+with its attributes, to the worker's bounded intake) from any other span (passed on, or, while
+something agent-related is in flight, handed over as a parent link), and it returns. The
+worker (:mod:`.worker`) takes the intake in order and the stages of :mod:`.decide` turn it into
+jobs (buffering, selection, interactions, sampling, counting), each judged by an
+:class:`~otel_scorers.pipeline.evaluation.Evaluation` on the library's background loop; the
+parts are built from arguments and settings in :mod:`.build`. Flush, exit, shutdown and fork
+are here too, each with its own care.
 
 Every selected (span, scorer) pair ends in exactly one counted decision (see
 :class:`~otel_scorers.emit.names.Decision`); :meth:`ScoringSpanProcessor.stats` shows them.
-
-The log side is :mod:`.logs`, the direct use (offline re-scoring) :mod:`.direct`. This file is
-over 400 lines because the constructor takes one keyword argument per setting, each documented
-in the class docstring, and flush, exit, shutdown and fork each need their own care; the hooks
-themselves fit a screen each.
+The log side is :mod:`.logs`, judging on demand (offline re-scoring) :mod:`.on_demand`.
 """
 
 from __future__ import annotations
@@ -28,7 +25,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from opentelemetry._logs import LoggerProvider
 from opentelemetry.context import Context
@@ -36,21 +33,22 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import TracerProvider
+from typing_extensions import Unpack
 
 from otel_scorers import background_loop
 from otel_scorers.capture import CaptureMapping, Extractor, Limits, attribute_dict
-from otel_scorers.capture.interactions import Candidate, is_local_root, resolve
-from otel_scorers.capture.kinds import KIND_KEYS, span_kind
-from otel_scorers.capture.trace import CONTENT_KEY_SET, Pending
+from otel_scorers.capture.kinds import KIND_KEYS
+from otel_scorers.capture.trace import CONTENT_KEY_SET
 from otel_scorers.emit.names import Decision, Reason
 from otel_scorers.pipeline import build
+from otel_scorers.pipeline.decide import RESOLVE_ALL, Decider
 from otel_scorers.pipeline.deferral import Deferred
-from otel_scorers.pipeline.direct import DirectUse, is_own
 from otel_scorers.pipeline.evaluation import Job, check_prices
 from otel_scorers.pipeline.logs import ScoringLogProcessor
+from otel_scorers.pipeline.on_demand import OnDemand
 from otel_scorers.pipeline.sampling import Sampling
-from otel_scorers.pipeline.selection import Selection, is_llm_call
-from otel_scorers.pipeline.slots import ScorerSpec, Slot
+from otel_scorers.pipeline.selection import Selection
+from otel_scorers.pipeline.slots import ScorerSpec
 from otel_scorers.pipeline.unselected import Unselected
 from otel_scorers.pipeline.worker import Worker
 from otel_scorers.scorers.base import Scorer
@@ -60,33 +58,27 @@ __all__ = ["ScorerSpec", "ScoringSpanProcessor"]
 
 logger = logging.getLogger(__name__)
 
-ContentMode = Literal["full", "truncate", "none"]
-
-#: The worker's signal to decide every trace still waiting for its root (flush, exit, stop).
-RESOLVE_ALL = object()
 
 
-class ScoringSpanProcessor(DirectUse, SpanProcessor):
+class ScoringSpanProcessor(OnDemand, SpanProcessor):
     """Scores selected spans in the background and emits the results as OTel telemetry.
 
     Arguments (all keyword-only but ``scorers``):
 
     - ``scorers``: scorer objects (or :class:`ScorerSpec` with their own sampling).
-    - ``selection`` / ``sampling``: which spans, and which share of them (defaults: agent-run
-      conventions, every trace).
+    - ``selection`` / ``sampling``: which spans, and which share of them (defaults: the
+      agent-run and workflow conventions, every trace).
     - ``capture``: a :class:`CaptureMapping` of your own attribute names, or a callable that
       reads a run from a span. ``rubrics``: rubric per agent name (``"*"`` for any agent) for
       rubric scorers without static criteria; an ``otel_scorers.rubric`` span attribute wins.
     - ``exporter``: enables enriched export (see :mod:`otel_scorers.emit.enriched`).
     - ``tracer_provider`` / ``meter_provider`` / ``logger_provider``: where evaluation spans,
       metrics and events go (default: the global providers).
-    - ``evaluation_spans`` / ``events``: switch those outputs off; ``reasons`` = ``full``,
-      ``truncate`` (``max_reason_chars`` each) or ``none`` for content-free telemetry.
-    - ``queue_size``, ``concurrency``, ``cache_ttl_s``, ``evaluation_timeout_s``,
-      ``hold_timeout_s``, ``max_held``, ``shutdown_timeout_s``, ``assemble_from_trace``.
-    - ``fuse_judge_calls``: one judge call for the scorers that judge a run with the same judge
-      (see :mod:`otel_scorers.judge.fused`).
-    - ``isolation``: ``"process"`` judges in a child process (:mod:`.isolated`).
+    - ``capture_limits``: bounds on what capture reads; ``config``: a YAML settings file.
+    - every pipeline setting of the settings table (:mod:`otel_scorers.config.params`,
+      docs/configuration.md: ``queue_size``, ``concurrency``, ``reasons``, ``isolation``,
+      ...), typed by :class:`~otel_scorers.config.params.PipelineSettings`; an argument wins
+      over its environment variable and the file.
     """
 
     def __init__(
@@ -101,46 +93,17 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
         logger_provider: LoggerProvider | None = None,
-        evaluation_spans: bool | None = None,
-        events: bool | None = None,
-        reasons: ContentMode | None = None,
-        max_reason_chars: int | None = None,
-        queue_size: int | None = None,
-        concurrency: int | None = None,
-        cache_ttl_s: float | None = None,
-        cache_size: int | None = None,
-        evaluation_timeout_s: float | None = None,
-        hold_timeout_s: float | None = None,
-        max_held: int | None = None,
-        shutdown_timeout_s: float | None = None,
-        exit_timeout_s: float | None = None,
-        assemble_from_trace: bool | None = None,
-        exported_content: Literal["keep", "strip"] | None = None,
-        log_wait_s: float | None = None,
-        interaction_wait_s: float | None = None,
-        max_agents: int | None = None,
-        fuse_judge_calls: bool | None = None,
-        isolation: Literal["thread", "process"] | None = None,
         capture_limits: Limits | None = None,
         config: str | Path | None = None,
+        **pipeline: Unpack[build.PipelineSettings],
     ) -> None:
-        settings, problems = build.resolve_settings({
-            "evaluation_spans": evaluation_spans, "events": events, "reasons": reasons,
-            "max_reason_chars": max_reason_chars, "queue_size": queue_size,
-            "concurrency": concurrency, "cache_ttl_s": cache_ttl_s, "cache_size": cache_size,
-            "evaluation_timeout_s": evaluation_timeout_s, "hold_timeout_s": hold_timeout_s,
-            "max_held": max_held, "shutdown_timeout_s": shutdown_timeout_s,
-            "exit_timeout_s": exit_timeout_s, "assemble_from_trace": assemble_from_trace,
-            "exported_content": exported_content, "log_wait_s": log_wait_s,
-            "interaction_wait_s": interaction_wait_s,
-            "max_agents": max_agents, "fuse_judge_calls": fuse_judge_calls,
-            "isolation": isolation}, config)
+        settings, problems = build.resolve_settings(pipeline, config)
         self.settings = settings
         #: Why scoring is off (bad ``OTEL_SCORERS_*`` variables), or empty.
         self.disabled_because = problems
         if problems:
             logger.error("otel-scorers: scoring is disabled: %s", "; ".join(problems))
-            self.on_end = self._forward  # type: ignore[method-assign]
+            self.on_end = self._pass_on  # type: ignore[method-assign]
         self._errors_logged: set[str] = set()
         parts = build.parts_from(
             settings, scorers=scorers, selection=selection, sampling=sampling,
@@ -149,25 +112,37 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
             logger_provider=logger_provider, capture_limits=capture_limits,
             log_once=self._log_once, queue_depth=lambda: self._worker.depth,
             defer=self._defer)
+        self._assemble(parts, settings)
+        self._shutdown = False
+        self._shutdown_lock = threading.Lock()
+        self._register()
+
+    def _assemble(self, parts: build.Parts, settings: build.Settings) -> None:
+        """The parts in place: the worker, its decisions, the hot path's first test."""
         self._slots, self._selector, self._buffer = parts.slots, parts.selector, parts.buffer
         self._evaluation, self._enriched = parts.evaluation, parts.enriched
         self._stripper, self.counts = parts.stripper, parts.counts
-        self._names = tuple(slot.name for slot in self._slots)
         self._deferred = Deferred(settings.log_wait_s, settings.queue_size)
+        self._log_side: ScoringLogProcessor | None = None
+        self._decider = Decider(parts.selector, parts.buffer, parts.slots, parts.counts,
+                                parts.enriched, self._log_once,
+                                log_side=lambda: self._log_side is not None,
+                                unselected=Unselected())
         self._worker: Worker[Job] = Worker(self._evaluation.run, queue_size=settings.queue_size,
                                            concurrency=settings.concurrency,
-                                           periodic=self._periodic, admit=self._decide,
-                                           rejected=self._dropped)
-        self._could_match = self._selector.could_match
+                                           periodic=self._periodic, admit=self._decider.decide,
+                                           rejected=self._decider.dropped)
+        self._forward = self._decider.forward
         self._per_agent = self._selector.selection.per_agent
         keys = self._selector.could_match_keys
         #: on_end's first test: a span with none of these keys is neither a possible run nor
-        #: a piece of one (``None``: any span may be a run, by name pattern or predicate)
+        #: a piece of one (``None``: any span may be a run, by name pattern or predicate);
+        #: tests/pipeline/test_shortcuts.py proves it a necessary condition
         self._watched = None if keys is None else keys | CONTENT_KEY_SET | KIND_KEYS
-        self._log_side: ScoringLogProcessor | None = None
-        self._unselected = Unselected()
-        self._shutdown = False
-        self._shutdown_lock = threading.Lock()
+
+    def _register(self) -> None:
+        """Fresh workers in forked children, pending evaluations at exit, shutdown before the
+        loop stops; and, with a cost budget, a check of the judges' prices."""
         if hasattr(os, "register_at_fork"):
             ref = weakref.ref(self)
             os.register_at_fork(after_in_child=lambda: _after_fork(ref))
@@ -252,159 +227,17 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
         if self._shutdown:
             self._forward(span)
             return
-        for job in self._decide((span, attrs)):
+        self._submit(self._decider.decide((span, attrs)))
+
+    def _submit(self, jobs: Sequence[Job]) -> None:
+        for job in jobs:
             if not self._worker.submit(job):
-                self._dropped(job)
+                self._decider.dropped(job)
 
-    # -- the worker's side of on_end --------------------------------------------------------
-    def _decide(self, item: tuple[ReadableSpan, Mapping[str, Any] | None] | object
-                ) -> Sequence[Job]:
-        """One ended span, in the order spans ended: buffered as what it is (a candidate, a
-        piece, a parent link), and the jobs to evaluate now (often none: candidates wait for
-        their trace's local root)."""
-        if item is RESOLVE_ALL:
-            return self._resolve_all()
-        span, attrs = item  # type: ignore[misc]
-        try:
-            if is_own(span):
-                self._forward(span)
-                return ()
-            if self._per_agent:
-                return self._decide_agent(span, attrs)
-            if attrs is None:
-                self._buffer.observe(span, None)  # a parent link, when its trace is buffered
-            else:
-                kind = span_kind(attrs)
-                candidate = (self._selector.kind_of(span, attrs)
-                             if self._could_match(attrs, kind) else None)
-                if candidate is not None:
-                    if self._buffer.add_candidate(Candidate(span, attrs, candidate)):
-                        return self._resolve(span) if is_local_root(span) else ()
-                else:
-                    self._buffer.observe(span, attrs, piece=kind is not None)
-            self._forward(span)
-            return self._resolve(span) if is_local_root(span) else ()
-        except Exception:
-            self._log_once("on_end", "otel-scorers could not process a span; it was passed on "
-                                     "unscored")
-            self._forward(span)
-            return ()
-
-    def _decide_agent(self, span: ReadableSpan, attrs: Mapping[str, Any] | None
-                      ) -> Sequence[Job]:
-        """Per-agent evaluation: every selected agent span is a run, decided when it ends."""
-        buffer = self._buffer
-        if attrs is None:
-            buffer.observe(span, None)
-            self._forward(span)
-            return ()
-        selected = self._selector.matches(span, attrs)
-        # with a log side, a run's content may come later, by time: keep its window
-        agent = selected and not is_llm_call(attrs)
-        create = agent and self._log_side is not None
-        if create or buffer.traces or not CONTENT_KEY_SET.isdisjoint(attrs) or span_kind(attrs):
-            buffer.observe(span, attrs, keep_content=not selected, agent=agent, create=create,
-                           piece=not selected and span_kind(attrs) is not None)
-        chosen = self._sample(span) if selected else ()
-        if not chosen:
-            if not selected and self._unselected.note(span.name, attrs):
-                self._warn_unselected()
-            self._forward(span)
-            return ()
-        if self._enriched is not None:
-            self._enriched.hold(span, len(chosen))
-        return (Job(span, chosen, attrs),)
-
-    def _resolve(self, span: ReadableSpan) -> Sequence[Job]:
-        """``span``'s trace is complete (its local root ended): its interactions are decided."""
-        context = span.context
-        if context is None:
-            return ()
-        pending = self._buffer.take_pending(context.trace_id)
-        if pending is None:
-            self._note_unjudged(context.trace_id, span.name)
-            return ()
-        return self._jobs_of(pending)
-
-    def _resolve_all(self, idle_since: float | None = None) -> list[Job]:
-        """Decide every trace still waiting (flush, exit; ``idle_since``: only idle ones)."""
-        jobs: list[Job] = []
-        for trace_id in self._buffer.pending_traces(idle_since):
-            pending = self._buffer.take_pending(trace_id)
-            if pending is not None:
-                jobs.extend(self._jobs_of(pending))
-        return jobs
-
-    def _jobs_of(self, pending: Pending, lost: str | None = None) -> list[Job]:
-        """The interactions among a trace's candidates, sampled (every other candidate is
-        passed on); ``lost``: the trace was evicted before it could be judged, each interaction
-        is counted as dropped for that reason."""
-        interactions, rest = resolve(pending.candidates, pending.parents, pending.llm_spans)
-        for candidate in rest:
-            self._forward(candidate.span)
-        if not interactions:
-            self._note_unjudged(pending.trace_id, pending.candidates[0].span.name)
-        jobs: list[Job] = []
-        for interaction in interactions:
-            for candidate in interaction.inner:
-                self._forward(candidate.span)
-            root = interaction.root
-            if not self._selector.keeps(interaction.agents):
-                self._forward(root.span)
-                continue
-            if lost is not None:
-                self.counts.select(self._names, [])
-                for slot in self._slots:
-                    self.counts.add(slot.name, Decision.DROPPED, lost)
-                self._forward(root.span)
-                continue
-            chosen = self._sample(root.span)
-            if not chosen:
-                self._forward(root.span)
-                continue
-            if self._enriched is not None:
-                self._enriched.hold(root.span, len(chosen))
-            jobs.append(Job(root.span, chosen, root.attributes, agent=interaction.agent))
-        return jobs
-
-    def _note_unjudged(self, trace_id: int, name: str) -> None:
-        """A trace ended with no interaction: its LLM calls went unjudged (counted for the
-        warning that says what to select)."""
-        count = self._buffer.content_count(trace_id)
-        if count and self._unselected.note(name, None, record=True, count=count):
-            self._warn_unselected()
-
-    def _sample(self, span: ReadableSpan) -> tuple[Slot, ...]:
-        """The scorers that will judge a selected span; the others' decisions are counted."""
-        self._unselected.selected = True
-        chosen: list[Slot] = []
-        decisions: list[tuple[str, str]] = []
-        for slot in self._slots:
-            sampler = slot.sampler
-            if not sampler.sampled(span):
-                decisions.append((slot.name, Decision.SAMPLED_OUT))
-            elif sampler.limiter is not None and not sampler.limiter.allow():
-                decisions.append((slot.name, Decision.RATE_LIMITED))
-            else:
-                chosen.append(slot)
-        self.counts.select(self._names, decisions)
-        return tuple(chosen)
-
-    def _forward(self, span: ReadableSpan) -> None:
-        """Pass a span that is not waiting for scores on to enriched export, if enabled."""
+    def _pass_on(self, span: ReadableSpan) -> None:
+        """``on_end`` with scoring off: the span goes on to enriched export, if any."""
         if self._enriched is not None:
             self._enriched.forward(span)
-
-    def _dropped(self, job: Job) -> None:
-        """The queue had no room for ``job``: count it, release its span, say so once."""
-        for slot in job.slots:
-            self.counts.add(slot.name, Decision.DROPPED, Reason.QUEUE_FULL)
-        self._log_once("queue_full", "otel-scorers queue is full: runs are dropped unscored "
-                                     "(see the dropped decisions; raise queue_size or "
-                                     "concurrency, or sample less)")
-        context = job.span.context
-        if self._enriched is not None and context is not None:
-            self._enriched.release(context.span_id)
 
     # -- the log side -----------------------------------------------------------------------
     def observe_record(self, record: Any) -> None:
@@ -419,18 +252,16 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
         for job in jobs:
             again = replace(job, attempt=job.attempt + 1)
             if not self._worker.submit(again):
-                self._dropped(again)
+                self._decider.dropped(again)
 
     # -- housekeeping ---------------------------------------------------------------------
     def _periodic(self) -> None:
         if not self._per_agent:
-            idle = time.monotonic() - self.settings.interaction_wait_s
-            for job in self._resolve_all(idle):
-                if not self._worker.submit(job):
-                    self._dropped(job)
+            self._submit(self._decider.resolve_all(
+                time.monotonic() - self.settings.interaction_wait_s))
         self._buffer.sweep()
         for pending in self._buffer.take_evicted():
-            self._jobs_of(pending, lost=pending.reason)
+            self._decider.lost(pending)
         if self._enriched is not None:
             self._enriched.sweep()
         if len(self._deferred):
@@ -442,10 +273,6 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
         self._errors_logged.add(key)
         logger.warning(message, exc_info=key in ("on_end", "capture") or key.startswith("score:"))
 
-    def _warn_unselected(self) -> None:
-        message = self._unselected.message()
-        if message is not None:
-            self._log_once("unselected", message)
 
     # -- flush, exit and shutdown -----------------------------------------------------------
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
@@ -455,7 +282,7 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
         records are decided now (in one process, the records came already)."""
         deadline = time.monotonic() + timeout_millis / 1000.0
         done = self._settle(deadline)
-        self._warn_unselected()
+        self._decider.warn_unselected()
         if self._enriched is not None:
             remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
             done = self._enriched.force_flush(remaining_ms) and done
@@ -477,9 +304,7 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
         if self._per_agent or self._shutdown:
             return
         if not self._worker.offer(RESOLVE_ALL):
-            for job in self._resolve_all():
-                if not self._worker.submit(job):
-                    self._dropped(job)
+            self._submit(self._decider.resolve_all())
 
     def _at_exit(self) -> None:
         """The main thread finished: let pending evaluations finish within ``exit_timeout_s``
@@ -487,7 +312,7 @@ class ScoringSpanProcessor(DirectUse, SpanProcessor):
         if self._shutdown:
             return
         settled = self._settle(time.monotonic() + self.settings.exit_timeout_s)
-        self._warn_unselected()
+        self._decider.warn_unselected()
         if settled:
             return
         before = self.counts.count(Decision.DROPPED, Reason.EXIT)

@@ -7,7 +7,7 @@ built-in ones. Subclass :class:`BaseScorer` and write one coroutine, ``score``; 
 single code path). An :class:`LLMScorer` writes ``ask`` instead: the :class:`Question` for the
 judge (or the result, when no judge call is needed), and how its answer becomes a result; so
 whoever calls the judge (the scorer itself, or one fused call for several scorers,
-:mod:`otel_scorers.scorers.together`) is the caller's choice, never hidden state.
+:mod:`otel_scorers.scorers.fused`) is the caller's choice, never hidden state.
 """
 
 from __future__ import annotations

@@ -158,8 +158,8 @@ def test_a_scorer_waiting_for_an_identical_evaluation_lets_the_call_go(
     import asyncio
 
     from otel_scorers.background_loop import run_sync
+    from otel_scorers.scorers.fused import CallBatch, judged
     from otel_scorers.scorers.run import ScorerRun
-    from otel_scorers.scorers.together import CallBatch, judged
 
     judge_server.responder = judge_responder()
 

@@ -1,4 +1,5 @@
-"""``otel-scorers demo`` and ``otel-scorers check-config``."""
+"""``otel-scorers check-config``: the resolved settings, where each came from, and (``--ping``)
+one judge call."""
 
 from __future__ import annotations
 
@@ -10,35 +11,7 @@ import click
 from otel_scorers.cli.errors import Failed, UsageProblem
 from otel_scorers.errors import ConfigError
 
-__all__ = ["check_config", "demo"]
-
-
-@click.command()
-@click.option("--prometheus-port", type=int, default=None,
-              help="Also serve the metrics for Prometheus on 127.0.0.1:PORT.")
-@click.option("--keep-serving", is_flag=True,
-              help="With --prometheus-port: keep serving after the demo until Ctrl-C.")
-@click.option("--telemetry-file", type=click.Path(dir_okay=False),
-              default="otel-scorers-demo.jsonl", show_default=True,
-              help="Where the console exporters write (without OTLP).")
-def demo(prometheus_port: int | None, keep_serving: bool, telemetry_file: str) -> None:
-    """Run a traced example agent and score its runs live with both scorers."""
-    from pathlib import Path
-
-    from otel_scorers.demo import run_demo
-
-    report = run_demo(prometheus_port=prometheus_port, telemetry_file=Path(telemetry_file))
-    if not any(s.get("scored") for s in report.stats.values()):
-        raise Failed("no run was scored: see the decisions above")
-    if keep_serving and prometheus_port is not None:
-        click.echo(f"Serving metrics on http://127.0.0.1:{prometheus_port}/metrics; Ctrl-C stops.")
-        import time
-
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+__all__ = ["check_config"]
 
 
 @click.command("check-config")

@@ -22,7 +22,7 @@ from otel_scorers.pipeline.selection import Selector, is_llm_call
 from otel_scorers.pipeline.slots import Slot
 from otel_scorers.scorers.result import ScoreResult
 
-__all__ = ["DirectUse", "is_own"]
+__all__ = ["OnDemand", "is_own"]
 
 
 def is_own(span: ReadableSpan) -> bool:
@@ -31,7 +31,7 @@ def is_own(span: ReadableSpan) -> bool:
     return scope is not None and scope.name == n.SCOPE_NAME
 
 
-class DirectUse:
+class OnDemand:
     """Selection, capture and judging of one span on demand (see the module docstring)."""
 
     _selector: Selector

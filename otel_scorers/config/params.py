@@ -1,0 +1,293 @@
+"""Every setting, declared once: where it lives, its environment variable, what it means.
+
+The settings models (:mod:`otel_scorers.config.settings`) give each setting its type, default
+and bounds; this table (logfire's ``ConfigParam`` table is the model) gives the rest. Everything
+else is read from the two, so no entry point can disagree with another:
+
+- the environment reader (:mod:`otel_scorers.config.environment`): one variable per row with
+  an ``env``, parsed by the field's type (``parse`` for the few that are not plain values);
+- the keyword arguments of :class:`~otel_scorers.pipeline.ScoringSpanProcessor` (and
+  ``otel_scorers.install``): the rows marked ``argument``, typed by :class:`PipelineSettings`
+  (a test checks the two against each other and the models);
+- the configuration reference (docs/configuration.md): :func:`reference_table`, checked by a
+  test to be the table in the page.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, SecretStr
+from typing_extensions import TypedDict
+
+from otel_scorers.config.settings import Settings
+
+__all__ = ["PARAMS", "Param", "PipelineSettings", "field_of", "parser_for", "reference_table"]
+
+
+def parse_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"not a boolean: {text!r}")
+
+
+def parse_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One setting. ``path`` is its place in the settings (``judge.timeout_s``; ``*`` for the
+    every-scorer or every-agent forms), ``env`` its variable, ``doc`` its meaning in a line,
+    ``argument`` whether it is a keyword argument of the processor, ``parse`` how the
+    variable's text becomes a value when the field's type cannot say."""
+
+    path: str
+    env: str | None
+    doc: str
+    argument: bool = False
+    parse: Callable[[str], Any] | None = None
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(self.path.split("."))
+
+
+P = Param
+PARAMS: tuple[Param, ...] = (
+    P("enabled", "OTEL_SCORERS_ENABLED", "zero-code switch: `opentelemetry-instrument` adds "
+      "scoring only when true"),
+    P("judge.model", "OTEL_SCORERS_JUDGE_MODEL", "judge model: a litellm model string "
+      "(`openai/gpt-5-mini`, `anthropic/...`, `ollama/...`), or `local/smollm2`, the embedded "
+      "model (the default when none is set)"),
+    P("judge.api_base", "OTEL_SCORERS_JUDGE_API_BASE", "OpenAI-compatible endpoint"),
+    P("judge.api_key", "OTEL_SCORERS_JUDGE_API_KEY", "judge key (else the provider's own "
+      "variable); never printed"),
+    P("judge.timeout_s", "OTEL_SCORERS_JUDGE_TIMEOUT", "seconds per judge call"),
+    P("judge.max_tokens", "OTEL_SCORERS_JUDGE_MAX_TOKENS", "judge answer bound"),
+    P("judge.temperature", None, "judge temperature"),
+    P("judge.max_retries", None, "retries of a transient judge failure (timeout, connection, "
+      "429, 5xx), with jittered backoff"),
+    P("judge.structured_output", "OTEL_SCORERS_JUDGE_STRUCTURED_OUTPUT", "how JSON is "
+      "requested: `auto` (a JSON schema where the model enforces one, else JSON mode), "
+      "`json_schema`, `json_object`, `json_object_schema` (llama.cpp), `prompt`"),
+    P("judge.transport", "OTEL_SCORERS_JUDGE_TRANSPORT", "`auto`: an `openai/<model>` judge "
+      "with an `api_base` (and no extra parameters) is called over HTTP directly, with a "
+      "shared connection pool, instead of through litellm (a fifth of the CPU per call; "
+      "litellm never imported), `local/...` in process; `litellm`: always litellm"),
+    P("judge.redact", "OTEL_SCORERS_REDACT", "built-in PII/secret redaction of everything "
+      "sent to the judge"),
+    P("scorers", "OTEL_SCORERS_SCORERS", "scorers when none are passed in code (comma list of "
+      "types)", parse=parse_list),
+    P("scorers.*.evaluation_mode", "OTEL_SCORERS_ALIGNMENT_MODE", "prompt-alignment mode: "
+      "`user`, `system`, `both`", parse=str),
+    P("scorers.*.name", None, "the scorer's name (in attribute and metric names)"),
+    P("scorers.*.criteria", None, "rubric criteria (a checklist string or a list)"),
+    P("scorers.*.scale", None, "the score's maximum"),
+    P("scorers.*.pass_threshold", None, "prompt alignment: the share of the scale that "
+      "passes"),
+    P("scorers.*.sampling", None, "the scorer's own sampling (as `sampling`)"),
+    P("scorers.*.examples", None, "labelled cases of the scorer's kind (JSON lines) shown to "
+      "the judge as few-shot examples, fenced, in the system prompt (see the README, \"How "
+      "far can I trust my judge?\")"),
+    P("scorers.*.examples_max_tokens", None, "the few-shot examples' token budget"),
+    P("rubrics", "OTEL_SCORERS_RUBRIC", "rubric per agent name (the variable sets "
+      "`rubrics[\"*\"]`: every agent)", parse=str),
+    P("sampling.ratio", "OTEL_SCORERS_SAMPLE_RATIO", "share of traces judged"),
+    P("sampling.error_ratio", "OTEL_SCORERS_ERROR_SAMPLE_RATIO", "share of error spans "
+      "judged"),
+    P("sampling.rate_limit", "OTEL_SCORERS_RATE_LIMIT", "evaluations per second per scorer"),
+    P("sampling.budget_tokens_per_hour", "OTEL_SCORERS_BUDGET_TOKENS_PER_HOUR", "judge tokens "
+      "per hour per scorer"),
+    P("sampling.budget_cost_per_hour", "OTEL_SCORERS_BUDGET_COST_PER_HOUR", "judge USD per "
+      "hour per scorer"),
+    P("sampling.salt", "OTEL_SCORERS_SAMPLE_SALT", "sampling salt"),
+    P("sampling.boosts", None, "higher ratios for chosen attribute values "
+      "(`{attribute, value, ratio}`)"),
+    P("selection.agent_conventions", None, "the agent-run and workflow conventions mark "
+      "candidates"),
+    P("selection.include_llm_spans", "OTEL_SCORERS_INCLUDE_LLM_SPANS", "also score LLM `chat` "
+      "spans that are no part of an interaction"),
+    P("selection.span_names", "OTEL_SCORERS_SPAN_NAMES", "span-name globs (comma list)"),
+    P("selection.attributes", None, "attribute predicates (all must hold; a list means one "
+      "of)"),
+    P("selection.agents", "OTEL_SCORERS_AGENTS", "only the interactions of these agents "
+      "(comma list; an interaction matches when its span or an agent span inside it has one "
+      "of the names)"),
+    P("selection.per_agent", "OTEL_SCORERS_PER_AGENT", "judge every agent span on its own, on "
+      "the LLM calls it owns, instead of each interaction once (see docs/frameworks.md)"),
+    P("capture.input", None, "your own attribute holding the question"),
+    P("capture.output", None, "your own attribute holding the answer"),
+    P("capture.system", None, "your own attribute holding the instructions"),
+    P("capture.agent", None, "your own attribute holding the agent name"),
+    P("evaluation_spans", "OTEL_SCORERS_EVALUATION_SPANS", "emit evaluation spans",
+      argument=True),
+    P("events", "OTEL_SCORERS_EVENTS", "emit `gen_ai.evaluation.result` log events",
+      argument=True),
+    P("reasons", "OTEL_SCORERS_REASONS", "judge text in telemetry: `full`, `truncate`, `none`",
+      argument=True),
+    P("max_reason_chars", "OTEL_SCORERS_MAX_REASON_CHARS", "kept per text when truncating",
+      argument=True),
+    P("queue_size", "OTEL_SCORERS_QUEUE_SIZE", "runs waiting for evaluation; the same bound "
+      "again for ended spans not yet decided (the worker's intake)", argument=True),
+    P("concurrency", "OTEL_SCORERS_CONCURRENCY", "judge calls in flight", argument=True),
+    P("cache_ttl_s", "OTEL_SCORERS_CACHE_TTL", "seconds a judgement is reused (0: off)",
+      argument=True),
+    P("cache_size", None, "judgements kept for reuse", argument=True),
+    P("evaluation_timeout_s", "OTEL_SCORERS_EVALUATION_TIMEOUT", "per evaluation, retries "
+      "included", argument=True),
+    P("hold_timeout_s", "OTEL_SCORERS_HOLD_TIMEOUT", "enriched export: seconds a span waits "
+      "for its scores", argument=True),
+    P("max_held", None, "enriched export: spans held at once", argument=True),
+    P("shutdown_timeout_s", None, "seconds `shutdown()` drains queued evaluations",
+      argument=True),
+    P("exit_timeout_s", "OTEL_SCORERS_EXIT_TIMEOUT_S", "seconds pending evaluations may take "
+      "at interpreter exit", argument=True),
+    P("assemble_from_trace", None, "read a run's content from the spans under it",
+      argument=True),
+    P("exported_content", "OTEL_SCORERS_EXPORTED_CONTENT", "`strip`: GenAI content judged, "
+      "never exported", argument=True),
+    P("log_wait_s", "OTEL_SCORERS_LOG_WAIT_S", "seconds a run found without content waits for "
+      "its log records", argument=True),
+    P("interaction_wait_s", "OTEL_SCORERS_INTERACTION_WAIT_S", "an interaction is decided when "
+      "its trace's local root span ends; one whose root has not ended (a long-lived wrapper "
+      "span, a parent in another service) is decided once no span of its trace has ended for "
+      "this long (and at `force_flush`, shutdown and exit)", argument=True),
+    P("max_agents", "OTEL_SCORERS_MAX_AGENTS", "distinct agent names in metric labels; more "
+      "count as `_other`", argument=True),
+    P("isolation", "OTEL_SCORERS_ISOLATION", "`process`: judge in one child process per "
+      "application process (the application keeps selection, capture and emission and hands "
+      "each captured run over a pipe); `thread`: on the library's background thread",
+      argument=True),
+    P("fuse_judge_calls", "OTEL_SCORERS_FUSE_JUDGE_CALLS", "one judge call for the scorers "
+      "that judge a run with the same judge (half the calls with both scorers; a broken half "
+      "of the answer fails only its scorer); off until `otel-scorers calibrate --fused` on "
+      "your judge shows no loss", argument=True),
+)
+
+
+class PipelineSettings(TypedDict, total=False):
+    """The settings :class:`~otel_scorers.pipeline.ScoringSpanProcessor` takes as keyword
+    arguments (the ``argument`` rows of :data:`PARAMS`, with the settings models' types)."""
+
+    evaluation_spans: bool
+    events: bool
+    reasons: Literal["full", "truncate", "none"]
+    max_reason_chars: int
+    queue_size: int
+    concurrency: int
+    cache_ttl_s: float
+    cache_size: int
+    evaluation_timeout_s: float
+    hold_timeout_s: float
+    max_held: int
+    shutdown_timeout_s: float
+    exit_timeout_s: float
+    assemble_from_trace: bool
+    exported_content: Literal["keep", "strip"]
+    log_wait_s: float
+    interaction_wait_s: float
+    max_agents: int
+    isolation: Literal["thread", "process"]
+    fuse_judge_calls: bool
+
+
+ARGUMENTS: frozenset[str] = frozenset(p.path for p in PARAMS if p.argument)
+
+
+def field_of(keys: tuple[str, ...]) -> tuple[Any, Any]:
+    """The annotation and default of the settings field at ``keys`` (``*``: the item of a
+    list or the value of a mapping)."""
+    model: Any = Settings
+    annotation: Any = None
+    default: Any = None
+    for key in keys:
+        if key == "*":
+            model = _item(annotation)
+            continue
+        field = model.model_fields[key]
+        annotation, default = field.annotation, field.get_default(call_default_factory=True)
+        model = _model_in(annotation)
+    return annotation, default
+
+
+def _item(annotation: Any) -> Any:
+    for arg in typing.get_args(annotation):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _model_in(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def parser_for(param: Param) -> Callable[[str], Any]:
+    """How ``param``'s variable is read: ``parse``, else by the field's type (booleans, whole
+    numbers, numbers, comma lists, text)."""
+    if param.parse is not None:
+        return param.parse
+    annotation, _ = field_of(param.keys)
+    kinds = set(_flatten(annotation)) - {type(None)}
+    if kinds == {bool}:
+        return parse_bool
+    if kinds == {int}:
+        return int
+    if kinds <= {float, int} and kinds:
+        return float
+    if list in kinds:
+        return parse_list
+    return str
+
+
+def _flatten(annotation: Any) -> list[Any]:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return [kind for arg in typing.get_args(annotation) for kind in _flatten(arg)]
+    if origin is Literal or annotation is SecretStr:
+        return [str]
+    if origin is not None:
+        return [origin]
+    return [annotation]
+
+
+def reference_table() -> str:
+    """The configuration reference (docs/configuration.md's table), from the table and the
+    settings models' defaults."""
+    rows = ["| setting | env var | default | meaning |", "|---|---|---|---|"]
+    for param in PARAMS:
+        _, default = field_of(param.keys)
+        env = f"`{param.env}`" if param.env else "(file or code)"
+        rows.append(f"| `{param.path.replace('.*.', '[].')}` | {env} | {_shown(default)} | "
+                    f"{param.doc} |")
+    return "\n".join(rows)
+
+
+def _shown(value: Any) -> str:
+    if value is None or value in ({}, []):
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list):
+        return ",".join(str(getattr(item, "type", item)) for item in value)
+    if isinstance(value, Mapping | BaseModel):
+        return ""
+    return str(value) if value != "" else '""'

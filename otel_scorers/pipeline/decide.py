@@ -1,0 +1,214 @@
+"""The worker's side of ``on_end``, in one pass: intake, selection, interactions, sampling, jobs.
+
+Each ended span the hot path handed over is sorted into the trace buffer as what it is (a
+candidate that may be an interaction, a piece of one, a parent link); when a trace's local root
+ends (or the trace goes idle, or at a flush) its interactions are resolved
+(:func:`otel_scorers.capture.interactions.resolve`), each is sampled per scorer, counted, and
+becomes a :class:`~otel_scorers.pipeline.evaluation.Job`. The stages hand on and never call
+back: spans that wait for no score are passed to enriched export here, every decision is
+counted here. With per-agent evaluation, every selected agent span is a job when it ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_scorers.capture.interactions import Candidate, is_local_root, resolve
+from otel_scorers.capture.kinds import span_kind
+from otel_scorers.capture.trace import CONTENT_KEY_SET, Pending, TraceBuffer
+from otel_scorers.emit.enriched import EnrichedExport
+from otel_scorers.emit.names import Decision, Reason
+from otel_scorers.pipeline.counts import DecisionCounts
+from otel_scorers.pipeline.evaluation import Job
+from otel_scorers.pipeline.on_demand import is_own
+from otel_scorers.pipeline.selection import Selector, is_llm_call
+from otel_scorers.pipeline.slots import Slot
+from otel_scorers.pipeline.unselected import Unselected
+
+__all__ = ["RESOLVE_ALL", "Decider"]
+
+#: The worker's signal to decide every trace still waiting for its root (flush, exit, stop).
+RESOLVE_ALL = object()
+
+
+@dataclass
+class Decider:
+    """Turns ended spans into jobs (see the module docstring); ``log_side`` tells whether a
+    log side is attached (a run's content may then come later)."""
+
+    selector: Selector
+    buffer: TraceBuffer
+    slots: tuple[Slot, ...]
+    counts: DecisionCounts
+    enriched: EnrichedExport | None
+    log_once: Callable[[str, str], None]
+    log_side: Callable[[], bool]
+    unselected: Unselected
+
+    def __post_init__(self) -> None:
+        self.names = tuple(slot.name for slot in self.slots)
+        self.per_agent = self.selector.selection.per_agent
+
+    def warn_unselected(self) -> None:
+        message = self.unselected.message()
+        if message is not None:
+            self.log_once("unselected", message)
+
+    def lost(self, pending: Pending) -> None:
+        """A trace left the buffer undecided (evicted, expired): its interactions are counted
+        as dropped for that reason and their spans passed on."""
+        self.jobs_of(pending, lost=pending.reason or Reason.TRACE_LIMIT)
+
+    def decide(self, item: tuple[ReadableSpan, Mapping[str, Any] | None] | object
+                ) -> Sequence[Job]:
+        """One ended span, in the order spans ended: buffered as what it is (a candidate, a
+        piece, a parent link), and the jobs to evaluate now (often none: candidates wait for
+        their trace's local root)."""
+        if item is RESOLVE_ALL:
+            return self.resolve_all()
+        span, attrs = item  # type: ignore[misc]
+        try:
+            if is_own(span):
+                self.forward(span)
+                return ()
+            if self.per_agent:
+                return self._decide_agent(span, attrs)
+            if attrs is None:
+                self.buffer.observe(span, None)  # a parent link, when its trace is buffered
+            else:
+                kind = span_kind(attrs)
+                candidate = (self.selector.kind_of(span, attrs)
+                             if self.selector.could_match(attrs, kind) else None)
+                if candidate is not None:
+                    if self.buffer.add_candidate(Candidate(span, attrs, candidate)):
+                        return self._resolve(span) if is_local_root(span) else ()
+                else:
+                    self.buffer.observe(span, attrs, piece=kind is not None)
+            self.forward(span)
+            return self._resolve(span) if is_local_root(span) else ()
+        except Exception:
+            self.log_once("on_end", "otel-scorers could not process a span; it was passed on "
+                                     "unscored")
+            self.forward(span)
+            return ()
+
+    def _decide_agent(self, span: ReadableSpan, attrs: Mapping[str, Any] | None
+                      ) -> Sequence[Job]:
+        """Per-agent evaluation: every selected agent span is a run, decided when it ends."""
+        buffer = self.buffer
+        if attrs is None:
+            buffer.observe(span, None)
+            self.forward(span)
+            return ()
+        selected = self.selector.matches(span, attrs)
+        # with a log side, a run's content may come later, by time: keep its window
+        agent = selected and not is_llm_call(attrs)
+        create = agent and self.log_side()
+        if create or buffer.traces or not CONTENT_KEY_SET.isdisjoint(attrs) or span_kind(attrs):
+            buffer.observe(span, attrs, keep_content=not selected, agent=agent, create=create,
+                           piece=not selected and span_kind(attrs) is not None)
+        chosen = self._sample(span) if selected else ()
+        if not chosen:
+            if not selected and self.unselected.note(span.name, attrs):
+                self.warn_unselected()
+            self.forward(span)
+            return ()
+        if self.enriched is not None:
+            self.enriched.hold(span, len(chosen))
+        return (Job(span, chosen, attrs),)
+
+    def _resolve(self, span: ReadableSpan) -> Sequence[Job]:
+        """``span``'s trace is complete (its local root ended): its interactions are decided."""
+        context = span.context
+        if context is None:
+            return ()
+        pending = self.buffer.take_pending(context.trace_id)
+        if pending is None:
+            self._note_unjudged(context.trace_id, span.name)
+            return ()
+        return self.jobs_of(pending)
+
+    def resolve_all(self, idle_since: float | None = None) -> list[Job]:
+        """Decide every trace still waiting (flush, exit; ``idle_since``: only idle ones)."""
+        jobs: list[Job] = []
+        for trace_id in self.buffer.pending_traces(idle_since):
+            pending = self.buffer.take_pending(trace_id)
+            if pending is not None:
+                jobs.extend(self.jobs_of(pending))
+        return jobs
+
+    def jobs_of(self, pending: Pending, lost: str | None = None) -> list[Job]:
+        """The interactions among a trace's candidates, sampled (every other candidate is
+        passed on); ``lost``: the trace was evicted before it could be judged, each interaction
+        is counted as dropped for that reason."""
+        interactions, rest = resolve(pending.candidates, pending.parents, pending.llm_spans)
+        for candidate in rest:
+            self.forward(candidate.span)
+        if not interactions:
+            self._note_unjudged(pending.trace_id, pending.candidates[0].span.name)
+        jobs: list[Job] = []
+        for interaction in interactions:
+            for candidate in interaction.inner:
+                self.forward(candidate.span)
+            root = interaction.root
+            if not self.selector.keeps(interaction.agents):
+                self.forward(root.span)
+                continue
+            if lost is not None:
+                self.counts.select(self.names, [])
+                for slot in self.slots:
+                    self.counts.add(slot.name, Decision.DROPPED, lost)
+                self.forward(root.span)
+                continue
+            chosen = self._sample(root.span)
+            if not chosen:
+                self.forward(root.span)
+                continue
+            if self.enriched is not None:
+                self.enriched.hold(root.span, len(chosen))
+            jobs.append(Job(root.span, chosen, root.attributes, agent=interaction.agent))
+        return jobs
+
+    def _note_unjudged(self, trace_id: int, name: str) -> None:
+        """A trace ended with no interaction: its LLM calls went unjudged (counted for the
+        warning that says what to select)."""
+        count = self.buffer.content_count(trace_id)
+        if count and self.unselected.note(name, None, record=True, count=count):
+            self.warn_unselected()
+
+    def _sample(self, span: ReadableSpan) -> tuple[Slot, ...]:
+        """The scorers that will judge a selected span; the others' decisions are counted."""
+        self.unselected.selected = True
+        chosen: list[Slot] = []
+        decisions: list[tuple[str, str]] = []
+        for slot in self.slots:
+            sampler = slot.sampler
+            if not sampler.sampled(span):
+                decisions.append((slot.name, Decision.SAMPLED_OUT))
+            elif sampler.limiter is not None and not sampler.limiter.allow():
+                decisions.append((slot.name, Decision.RATE_LIMITED))
+            else:
+                chosen.append(slot)
+        self.counts.select(self.names, decisions)
+        return tuple(chosen)
+
+    def forward(self, span: ReadableSpan) -> None:
+        """Pass a span that is not waiting for scores on to enriched export, if enabled."""
+        if self.enriched is not None:
+            self.enriched.forward(span)
+
+    def dropped(self, job: Job) -> None:
+        """The queue had no room for ``job``: count it, release its span, say so once."""
+        for slot in job.slots:
+            self.counts.add(slot.name, Decision.DROPPED, Reason.QUEUE_FULL)
+        self.log_once("queue_full", "otel-scorers queue is full: runs are dropped unscored "
+                                     "(see the dropped decisions; raise queue_size or "
+                                     "concurrency, or sample less)")
+        context = job.span.context
+        if self.enriched is not None and context is not None:
+            self.enriched.release(context.span_id)
+
