@@ -115,7 +115,8 @@ def capture_span(span: ReadableSpan, *, attributes: Mapping[str, Any] | None = N
                  descendants: Sequence[ReadableSpan | Piece] = (),
                  records: Sequence[RecordContent] = (), nested: int = 0,
                  rubric: Any = None, agent: str | None = None,
-                 links: Mapping[int, int | None] | None = None) -> Captured:
+                 links: Mapping[int, int | None] | None = None,
+                 steps: bool = True) -> Captured:
     """Read the run of ``span``.
 
     ``attributes`` are the span's attributes as they were when it ended (the processor keeps
@@ -125,7 +126,8 @@ def capture_span(span: ReadableSpan, *, attributes: Mapping[str, Any] | None = N
     how many pieces under it belong to nested agent spans instead (per-agent evaluation).
     ``rubric`` is a configured rubric for this run; an ``otel_scorers.rubric`` attribute on the
     span takes precedence over it. ``agent`` names the interaction's agent when its span does
-    not (a workflow root); ``links`` (child -> parent span ids) tell the steps their agents.
+    not (a workflow root); ``links`` (child -> parent span ids) tell the steps their agents;
+    ``steps=False`` leaves the steps out (no scorer reads them: capture costs less).
     """
     limits = limits or Limits()
     attrs: Mapping[str, Any] = attributes if attributes is not None else (span.attributes or {})
@@ -150,11 +152,12 @@ def capture_span(span: ReadableSpan, *, attributes: Mapping[str, Any] | None = N
     chosen = span_rubric if span_rubric not in (None, "") else rubric
     if chosen is not None:
         context["rubric"] = _rubric_value(chosen)
-    steps, dropped = steps_of(pieces, {p.span_id: f for p, f in calls},
-                              _agent_namer(span, agent, pieces, links or {}))
+    taken, dropped = steps_of(pieces, {p.span_id: f for p, f in calls},
+                              _agent_namer(span, agent, pieces, links or {})) if steps \
+        else ((), 0)
     run = ScorerRun(run_id=run_id(span), input_messages=tuple(found.inputs),
                     system_messages=tuple(found.systems), output=tuple(_text_only(found.outputs)),
-                    request_context=context, steps=steps, steps_dropped=dropped)
+                    request_context=context, steps=taken, steps_dropped=dropped)
     return Captured(run, source=source, agent=agent)
 
 

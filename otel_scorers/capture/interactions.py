@@ -20,6 +20,7 @@ when a trace's local root ends (or its trace goes idle), ``rescore`` when a trac
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,7 +46,7 @@ class Candidate:
     def span_id(self) -> int:
         return self.span.context.span_id if self.span.context is not None else 0
 
-    @property
+    @functools.cached_property
     def agent(self) -> str | None:
         for key in AGENT_NAME_KEYS:
             value = self.attributes.get(key)

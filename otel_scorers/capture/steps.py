@@ -42,33 +42,41 @@ def steps_of(pieces: Sequence[Piece], found: Mapping[int, Found],
     wrappers = {p.parent for p in pieces if p.kind == kinds.LLM and p.parent is not None}
     steps: list[Step] = []
     for piece in sorted(pieces, key=lambda p: (p.start, p.end)):
-        step = _step(piece, found.get(piece.span_id), piece.span_id in wrappers)
+        step = _step(piece, found.get(piece.span_id), piece.span_id in wrappers,
+                     agent_of(piece.span_id))
         if step is not None:
-            steps.append(step.model_copy(update={"agent": agent_of(piece.span_id),
-                                                 "name": step.name[:200]}))
+            steps.append(step)
     return tuple(steps[:MAX_STEPS]), max(0, len(steps) - MAX_STEPS)
 
 
-def _step(piece: Piece, found: Found | None, wrapper: bool) -> Step | None:
+def _step(piece: Piece, found: Found | None, wrapper: bool, agent: str | None
+          ) -> Step | None:
+    fields = _fields(piece, found, wrapper)
+    if fields is None:
+        return None
+    return Step(**{**fields, "name": str(fields["name"])[:200]}, agent=agent,
+                start_ns=piece.start, end_ns=piece.end)
+
+
+def _fields(piece: Piece, found: Found | None, wrapper: bool) -> dict[str, Any] | None:
+    """A step's fields read from its span, by its kind (``None``: not a step)."""
     attrs = piece.attributes or {}
     if piece.kind == kinds.TOOL:
         name = _first_text(attrs, _TOOL_NAME_KEYS) or _strip_prefix(piece.name, "execute_tool ")
         if piece.name.startswith("handoff to "):
-            return Step(kind="handoff", name=_text(attrs.get("output.value"))
-                        or piece.name[len("handoff to "):], start_ns=piece.start, end_ns=piece.end)
+            return dict(kind="handoff", name=_text(attrs.get("output.value"))
+                        or piece.name[len("handoff to "):])
         arguments, result = _event_io(piece)
-        return Step(kind="tool", name=name,
+        return dict(kind="tool", name=name,
                     arguments=clip(_first_text(attrs, _ARGUMENT_KEYS) or arguments),
                     result=clip(_first_text(attrs, _RESULT_KEYS) or result),
-                    error=clip(_error(piece)), start_ns=piece.start, end_ns=piece.end)
+                    error=clip(_error(piece)))
     if piece.kind == kinds.HANDOFF:
         target = _first_text(attrs, ("gen_ai.handoff.to_agent", "gen_ai.agent.name"))
-        return Step(kind="handoff", name=target or piece.name, start_ns=piece.start,
-                    end_ns=piece.end)
+        return dict(kind="handoff", name=target or piece.name)
     if piece.kind == kinds.RETRIEVAL:
-        return Step(kind="retrieval", name=piece.name, query=clip(_text(attrs.get("input.value"))),
-                    documents=_documents(attrs), error=clip(_error(piece)),
-                    start_ns=piece.start, end_ns=piece.end)
+        return dict(kind="retrieval", name=piece.name, query=clip(_text(attrs.get("input.value"))),
+                    documents=_documents(attrs), error=clip(_error(piece)))
     if piece.kind == kinds.LLM and not wrapper:
         input_tokens = _first_int(attrs, _INPUT_TOKEN_KEYS)
         output_tokens = _first_int(attrs, _OUTPUT_TOKEN_KEYS)
@@ -77,9 +85,9 @@ def _step(piece: Piece, found: Found | None, wrapper: bool) -> Step | None:
         spoken = found is not None and (found.has_input or found.has_output or found.saw_output)
         if not spoken and input_tokens is None and output_tokens is None:
             return None  # not a model call (LlamaIndex's _prepare_chat_with_tools)
-        return Step(kind="llm", name=_first_text(attrs, _MODEL_KEYS) or piece.name,
+        return dict(kind="llm", name=_first_text(attrs, _MODEL_KEYS) or piece.name,
                     input_tokens=input_tokens, output_tokens=output_tokens, tool_calls=calls,
-                    error=clip(_error(piece)), start_ns=piece.start, end_ns=piece.end)
+                    error=clip(_error(piece)))
     return None
 
 

@@ -123,15 +123,14 @@ class TraceBuffer:
     # -- recording (hot path) --------------------------------------------------------------
     def observe(self, span: ReadableSpan, attrs: Mapping[str, Any] | None,
                 *, keep_content: bool = True, agent: bool = False, create: bool = False,
-                piece: bool = False) -> None:
+                piece: bool = False, llm: bool = False) -> None:
         """Record ``span`` as a piece (when it has content and ``keep_content``, or ``piece``:
         a step or an LLM call), its parent link (when its trace is buffered, or ``create``) and
         whether it is a selected agent span (its lifetime places records that come without a
         parent link). Per-agent runs pass ``keep_content=False``: their own content is read
         directly; with a log side, which may bring their content later, they pass ``create``
-        too.
-
-        Called on the hot path: a few dict lookups unless the span is a piece.
+        too. ``llm`` marks an LLM call that is no piece (no content, no steps kept): it still
+        makes the chain above it an interaction.
         """
         context = span.context
         if context is None:
@@ -139,7 +138,7 @@ class TraceBuffer:
         trace_id = context.trace_id
         has_content = attrs is not None and (piece or (
             keep_content and not CONTENT_KEY_SET.isdisjoint(attrs)))
-        if not has_content and not create and trace_id not in self._traces:
+        if not has_content and not create and not llm and trace_id not in self._traces:
             return
         parent = span.parent.span_id if span.parent is not None else None
         with self._lock:
@@ -157,6 +156,8 @@ class TraceBuffer:
                 entry.closed = True
             if has_content and attrs is not None:
                 self._add(entry, content_size(attrs), lambda: self._keep(entry, span, attrs))
+            elif llm:
+                entry.llm.add(context.span_id)
 
     @staticmethod
     def _keep(entry: _Trace, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:

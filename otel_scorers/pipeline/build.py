@@ -116,7 +116,8 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
         assemble=settings.assemble_from_trace, enriched=enriched[0] if enriched else None,
         defer=defer, fuse=settings.fuse_judge_calls,
         isolated=IsolatedScorers({slot.name: slot.scorer for slot in slots})
-        if settings.isolation == "process" else None, per_agent=selector.selection.per_agent)
+        if settings.isolation == "process" else None, per_agent=selector.selection.per_agent,
+        steps=any(getattr(slot.scorer, "uses_steps", False) for slot in slots))
     return Parts(slots=slots, selector=selector,
                  buffer=buffer, counts=counts, evaluation=evaluation,
                  enriched=enriched[0] if enriched else None,

@@ -18,7 +18,8 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_scorers.capture.interactions import Candidate, is_local_root, resolve
-from otel_scorers.capture.kinds import span_kind
+from otel_scorers.capture.kinds import LLM, span_kind
+from otel_scorers.capture.logs import has_genai_events
 from otel_scorers.capture.trace import CONTENT_KEY_SET, Pending, TraceBuffer
 from otel_scorers.emit.enriched import EnrichedExport
 from otel_scorers.emit.names import Decision, Reason
@@ -35,6 +36,12 @@ __all__ = ["RESOLVE_ALL", "Decider"]
 RESOLVE_ALL = object()
 
 
+def _events(span: ReadableSpan) -> Sequence[Any]:
+    """A span's events without the SDK property's copy (most spans have none)."""
+    events = getattr(span, "_events", None)
+    return events if events else ()
+
+
 @dataclass
 class Decider:
     """Turns ended spans into jobs (see the module docstring); ``log_side`` tells whether a
@@ -48,6 +55,8 @@ class Decider:
     log_once: Callable[[str, str], None]
     log_side: Callable[[], bool]
     unselected: Unselected
+    #: keep step spans (tools, retrievals, LLM calls without content) for scorers reading steps
+    keep_steps: bool = False
 
     def __post_init__(self) -> None:
         self.names = tuple(slot.name for slot in self.slots)
@@ -87,7 +96,8 @@ class Decider:
                     if self.buffer.add_candidate(Candidate(span, attrs, candidate)):
                         return self._resolve(span) if is_local_root(span) else ()
                 else:
-                    self.buffer.observe(span, attrs, piece=kind is not None)
+                    self.buffer.observe(span, attrs, piece=kind is not None and (
+                        self.keep_steps or has_genai_events(_events(span))), llm=kind == LLM)
             self.forward(span)
             return self._resolve(span) if is_local_root(span) else ()
         except Exception:

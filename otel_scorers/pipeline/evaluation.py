@@ -94,6 +94,8 @@ class Evaluation:
     isolated: IsolatedScorers | None = None
     #: Per-agent evaluation: a run owns only the pieces no nested agent span owns.
     per_agent: bool = False
+    #: A scorer reads the steps (``ScorerRun.steps``): capture them.
+    steps: bool = False
 
     def reset_after_fork(self) -> None:
         """In a forked child: no judgements in flight, an empty cache, fresh locks."""
@@ -104,10 +106,12 @@ class Evaluation:
     # -- capture --------------------------------------------------------------------------
     def capture(self, span: ReadableSpan, *, attributes: Mapping[str, Any] | None = None,
                 descendants: Sequence[ReadableSpan | Piece] | None = None,
-                nested: int = 0, agent: str | None = None) -> Captured:
+                nested: int = 0, agent: str | None = None, steps: bool | None = None
+                ) -> Captured:
         """The run to judge for ``span`` (no judge call, nothing counted). Without
         ``descendants``, what is buffered under it (spans and log records) is used;
-        ``nested`` counts content under it that nested agent spans own (per-agent)."""
+        ``nested`` counts content under it that nested agent spans own (per-agent);
+        ``steps`` (default: when a scorer reads them) captures what the agent did."""
         records: Sequence[Any] = ()
         pieces: Sequence[Any] = list(descendants or ())
         links: dict[int, int | None] = {}
@@ -120,7 +124,8 @@ class Evaluation:
         return capture_span(span, attributes=attributes, mapping=self.mapping,
                             extractor=self.extractor, limits=self.limits, descendants=pieces,
                             records=records, nested=nested,
-                            rubric=self._rubric_for(span, agent), agent=agent, links=links)
+                            rubric=self._rubric_for(span, agent), agent=agent, links=links,
+                            steps=self.steps if steps is None else steps)
 
     def agent_of(self, span: ReadableSpan) -> str | None:
         """The agent name of ``span`` as capture reads it (the mapping's key first)."""

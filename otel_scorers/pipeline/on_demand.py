@@ -87,10 +87,12 @@ class OnDemand:
 
     def capture(self, span: ReadableSpan, *,
                 descendants: Sequence[ReadableSpan | Piece] | None = None,
-                nested: int = 0, agent: str | None = None) -> Captured:
-        """The run this processor would judge for ``span`` (no judge call, nothing counted)."""
+                nested: int = 0, agent: str | None = None, steps: bool | None = None
+                ) -> Captured:
+        """The run this processor would judge for ``span`` (no judge call, nothing counted);
+        ``steps=True`` captures what the agent did even when no scorer reads it."""
         return self._evaluation.capture(span, descendants=descendants, nested=nested,
-                                        agent=agent)
+                                        agent=agent, steps=steps)
 
     def agent_of(self, span: ReadableSpan) -> str | None:
         """The agent name of ``span`` as capture reads it (the mapping's key first)."""

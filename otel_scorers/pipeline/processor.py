@@ -127,7 +127,7 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
         self._decider = Decider(parts.selector, parts.buffer, parts.slots, parts.counts,
                                 parts.enriched, self._log_once,
                                 log_side=lambda: self._log_side is not None,
-                                unselected=Unselected())
+                                unselected=Unselected(), keep_steps=parts.evaluation.steps)
         self._worker: Worker[Job] = Worker(self._evaluation.run, queue_size=settings.queue_size,
                                            concurrency=settings.concurrency,
                                            periodic=self._periodic, admit=self._decider.decide,

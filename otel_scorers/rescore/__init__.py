@@ -137,7 +137,8 @@ class Rescorer:
                 run = None
                 if results and self.include_run:
                     run = self.processor.capture(ref.span, descendants=ref.descendants,
-                                                 nested=ref.nested, agent=ref.agent).run
+                                                 nested=ref.nested, agent=ref.agent,
+                                                 steps=True).run
                 for result in results:
                     kind = ("error" if result.error is not None
                             else "skipped" if result.skipped else "scored")

@@ -48,6 +48,9 @@ class BaseScorer(abc.ABC):
 
     name: str = "scorer"
     scale: float = 1.0
+    #: Whether the scorer reads what the agent did (``ScorerRun.steps``): the pipeline keeps
+    #: an interaction's tool calls, retrievals and LLM calls only when a scorer does.
+    uses_steps: bool = False
 
     def run(self, run: RunLike) -> ScoreResult:
         """Score ``run`` synchronously (safe from any thread that is not an event loop's)."""
