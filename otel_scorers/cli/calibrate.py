@@ -23,7 +23,7 @@ from typing import Any
 import click
 
 from otel_scorers.cli.errors import EXIT_FAILED, UsageProblem
-from otel_scorers.cli.options import judge_options
+from otel_scorers.cli.options import judge_of, judge_options
 from otel_scorers.errors import ConfigError
 from otel_scorers.judge.client import JudgeClient
 
@@ -66,8 +66,9 @@ __all__ = ["calibrate"]
               help="Where --emit sends. [env OTEL_EXPORTER_OTLP_ENDPOINT]")
 @click.option("--progress/--no-progress", default=None,
               help="A progress bar (default: when stderr is a terminal).")
-def calibrate(model: str | None, api_base: str | None, api_key: str | None, timeout: float,
-              redact: bool, case_files: tuple[str, ...], scorer_name: str | None,
+def calibrate(model: str | None, api_base: str | None, api_key: str | None,
+              timeout: float | None,
+              redact: bool | None, case_files: tuple[str, ...], scorer_name: str | None,
               domains: tuple[str, ...], limit: int | None, concurrency: int,
               examples_file: str | None, examples_max_tokens: int, compare: bool,
               fused: bool, json_file: str | None, fail_under: float | None, emit: bool,
@@ -85,8 +86,7 @@ def calibrate(model: str | None, api_base: str | None, api_key: str | None, time
                            "examples is never fused")
     cases, notes = _cases(case_files, scorer_name, domains, limit)
     try:
-        judge = JudgeClient(model, api_base=api_base, api_key=api_key, timeout_s=timeout,
-                            redactor=redact)
+        judge = judge_of(model, api_base, api_key, timeout, redact)
         examples: dict[str, FewShot] = {}
         if examples_file is not None:
             examples = _examples(examples_file, examples_max_tokens, judge)

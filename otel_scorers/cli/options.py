@@ -1,4 +1,5 @@
-"""Options shared by the commands that call a judge directly (``score``, ``calibrate``)."""
+"""Options shared by the commands that call a judge directly (``score``, ``calibrate``), and the
+judge they give: resolved like every entry point's (argument, environment, file, default)."""
 
 from __future__ import annotations
 
@@ -7,26 +8,44 @@ from typing import Any, TypeVar
 
 import click
 
-from otel_scorers.judge.client import ENV_API_BASE, ENV_API_KEY, ENV_MODEL
+from otel_scorers.cli.errors import UsageProblem
+from otel_scorers.errors import ConfigError
+from otel_scorers.judge.client import ENV_API_BASE, ENV_API_KEY, ENV_MODEL, JudgeClient
 
-__all__ = ["judge_options"]
+__all__ = ["judge_of", "judge_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def judge_options(command: F) -> F:
-    """``--model``, ``--api-base``, ``--api-key`` (each with its ``OTEL_SCORERS_JUDGE_*``
-    variable), ``--timeout`` and ``--redact``."""
+    """``--model``, ``--api-base``, ``--api-key``, ``--timeout`` and ``--redact``: each wins
+    over its ``OTEL_SCORERS_*`` variable and the settings file."""
     for option in reversed((
-        click.option("--model", envvar=ENV_MODEL,
-                     help=f"Judge model (litellm string). [env {ENV_MODEL}]"),
-        click.option("--api-base", envvar=ENV_API_BASE,
-                     help=f"Judge API base URL. [env {ENV_API_BASE}]"),
-        click.option("--api-key", envvar=ENV_API_KEY, help=f"Judge API key. [env {ENV_API_KEY}]"),
-        click.option("--timeout", type=float, default=60.0, show_default=True,
-                     help="Seconds per judge call."),
-        click.option("--redact/--no-redact", default=False, show_default=True,
-                     help="Redact e-mails, phones, card numbers and secrets before judging."),
+        click.option("--model", help=f"Judge model (litellm string). [env {ENV_MODEL}]"),
+        click.option("--api-base", help=f"Judge API base URL. [env {ENV_API_BASE}]"),
+        click.option("--api-key", help=f"Judge API key. [env {ENV_API_KEY}]"),
+        click.option("--timeout", type=float, default=None,
+                     help="Seconds per judge call. [env OTEL_SCORERS_JUDGE_TIMEOUT; 60]"),
+        click.option("--redact/--no-redact", default=None,
+                     help="Redact e-mails, phones, card numbers and secrets before judging. "
+                          "[env OTEL_SCORERS_REDACT; off]"),
     )):
         command = option(command)
     return command
+
+
+def judge_of(model: str | None, api_base: str | None, api_key: str | None,
+             timeout: float | None, redact: bool | None) -> JudgeClient:
+    """The judge the command's options and the settings give; a bad or unknown
+    ``OTEL_SCORERS_*`` variable, or a bad option, is a usage error (exit 2)."""
+    from otel_scorers.config import load_settings
+    from otel_scorers.pipeline.build import judge_from
+
+    given = {"model": model, "api_base": api_base, "api_key": api_key, "timeout_s": timeout,
+             "redact": redact}
+    overrides = {key: value for key, value in given.items() if value is not None}
+    try:
+        settings = load_settings({"judge": overrides} if overrides else None)
+        return judge_from(settings.settings.judge)
+    except ConfigError as exc:
+        raise UsageProblem(str(exc)) from None

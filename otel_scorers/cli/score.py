@@ -10,9 +10,8 @@ from typing import Any
 import click
 
 from otel_scorers.cli.errors import EXIT_FAILED, UsageProblem
-from otel_scorers.cli.options import judge_options
+from otel_scorers.cli.options import judge_of, judge_options
 from otel_scorers.errors import ConfigError
-from otel_scorers.judge.client import JudgeClient
 from otel_scorers.scorers.alignment import (
     AlignmentAnalysis,
     AlignmentDimensions,
@@ -94,7 +93,7 @@ def _build_run(run_file: str | None, input_text: str | None, system: tuple[str, 
 def score(scorer_name: str, criteria: tuple[str, ...], optional: tuple[str, ...], mode: str,
           scale: float, input_text: str | None, system: tuple[str, ...], output: str | None,
           run_file: str | None, model: str | None, api_base: str | None, api_key: str | None,
-          timeout: float, redact: bool, as_json: bool, fail_under: float | None,
+          timeout: float | None, redact: bool | None, as_json: bool, fail_under: float | None,
           dataset: str | None, results: str | None, concurrency: int,
           progress: bool | None) -> None:
     """Score one run (a prompt, optional system messages and the agent's output), or with
@@ -104,8 +103,7 @@ def score(scorer_name: str, criteria: tuple[str, ...], optional: tuple[str, ...]
                            "--system or --run with it")
     run = _build_run(run_file, input_text, system, output) if dataset is None else None
     try:
-        judge = JudgeClient(model, api_base=api_base, api_key=api_key, timeout_s=timeout,
-                            redactor=redact)
+        judge = judge_of(model, api_base, api_key, timeout, redact)
         scorer: BaseScorer
         if scorer_name == "rubric":
             rubric = [c for text in criteria for c in parse_rubric(_read_text(text))]

@@ -11,7 +11,8 @@ from pydantic import ValidationError
 from otel_scorers.config.params import PARAMS, parser_for
 from otel_scorers.config.settings import Settings
 
-__all__ = ["ENV_VARS", "OTHER_VARS", "EnvVar", "env_layer", "merge", "nested", "unknown_vars"]
+__all__ = ["ENV_VARS", "OTHER_VARS", "EnvVar", "env_layer", "judge_environment", "merge",
+           "nested", "unknown_vars"]
 
 
 @dataclass(frozen=True)
@@ -133,3 +134,24 @@ def _invalid(data: Mapping[str, Any]) -> str:
         first = exc.errors()[0]
         return str(first["msg"])
     return ""
+
+
+def judge_environment(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The judge settings the ``OTEL_SCORERS_JUDGE_*`` variables (and ``OTEL_SCORERS_REDACT``)
+    set, by field name, for a judge client built in code. Raises :class:`EnvConfigError`
+    naming each variable with a bad value; other variables are not its business (the
+    processor and the commands check every one)."""
+    import os
+
+    from otel_scorers.errors import EnvConfigError
+
+    env = os.environ if env is None else env
+    judge_vars = {name: var for name, var in ENV_VARS.items() if var.path[0] == "judge"}
+    if not any(env.get(name) for name in judge_vars):
+        return {}
+    layer, _, problems = env_layer({k: v for k, v in env.items() if k in judge_vars},
+                                   Settings().model_dump())
+    if problems:
+        raise EnvConfigError("invalid otel-scorers judge environment: " + "; ".join(problems),
+                             problems)
+    return dict(layer.get("judge", {}))

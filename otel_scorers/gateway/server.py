@@ -299,7 +299,7 @@ class Gateway:
             "status": "ok", "version": __version__, "upstream": self.shown_upstream,
             "inflight_requests": self._inflight, "requests": self.counts,
             "queue_depth": self.processor.queue_depth,
-            "decisions": self.processor.stats()})
+            "decisions": self.processor.stats(), "health": self.processor.health()})
 
     async def metrics(self, _request: web.Request) -> web.Response:
         from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest

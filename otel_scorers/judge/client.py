@@ -19,7 +19,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,8 +27,10 @@ from typing import Any, Generic, Literal, TypeVar, get_args
 from pydantic import BaseModel, ValidationError
 
 from otel_scorers.background_loop import on_loop
+from otel_scorers.config.environment import judge_environment
 from otel_scorers.errors import (
     ConfigError,
+    EnvConfigError,
     JudgeAuthError,
     JudgeError,
     JudgeOutputError,
@@ -109,36 +110,49 @@ class JudgeClient:
         *,
         api_base: str | None = None,
         api_key: str | None = None,
-        temperature: float = 0.0,
-        max_tokens: int = 2048,
-        timeout_s: float = 60.0,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        timeout_s: float | None = None,
         total_timeout_s: float = 180.0,
         retry: RetryPolicy | None = None,
-        structured_output: StructuredOutput = "auto",
+        structured_output: StructuredOutput | None = None,
         redactor: Redactor | bool | None = None,
         max_field_chars: int = 12_000,
         extra_params: Mapping[str, Any] | None = None,
-        transport: Literal["auto", "litellm"] | Transport = "auto",
+        transport: Literal["auto", "litellm"] | Transport | None = None,
+        environment: bool = True,
     ) -> None:
-        resolved = model or os.environ.get(ENV_MODEL) or DEFAULT_LOCAL_MODEL
+        # an option not given is read from its OTEL_SCORERS_JUDGE_* variable, as every entry
+        # point reads it (``environment=False``: the caller resolved the settings already). A
+        # bad variable never breaks the application's start: the first judgement raises it
+        # (a processor has turned scoring off with the reason before then).
+        self._env_error: EnvConfigError | None = None
+        try:
+            env = judge_environment() if environment else {}
+        except EnvConfigError as exc:
+            self._env_error, env = exc, {}
+        resolved = model or env.get("model") or DEFAULT_LOCAL_MODEL
+        temperature = env.get("temperature", 0.0) if temperature is None else temperature
+        max_tokens = env.get("max_tokens", 2048) if max_tokens is None else max_tokens
+        timeout_s = env.get("timeout_s", 60.0) if timeout_s is None else timeout_s
+        structured_output = structured_output or env.get("structured_output", "auto")
         _check(structured_output, temperature, timeout_s=timeout_s,
                total_timeout_s=total_timeout_s, max_tokens=max_tokens,
                max_field_chars=max_field_chars)
         self.model = resolved
-        # each field on its own: the argument, else its environment variable
-        self.api_base = api_base or os.environ.get(ENV_API_BASE) or None
-        self._api_key = api_key or os.environ.get(ENV_API_KEY) or None
+        self.api_base = api_base or env.get("api_base") or None
+        self._api_key = api_key or env.get("api_key") or None
         if self.api_base and resolved == DEFAULT_LOCAL_MODEL and not model:
             raise ConfigError(
                 f"a judge API base ({ENV_API_BASE} or api_base) is set but no judge model: set "
                 f"{ENV_MODEL} (e.g. openai/<model name> for an OpenAI-compatible server); "
                 "without one the embedded local model would be used and the URL ignored")
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.timeout_s = timeout_s
+        self.temperature, self.max_tokens, self.timeout_s = temperature, max_tokens, timeout_s
         self.total_timeout_s = total_timeout_s
         self.retry = retry or RetryPolicy()
         self.structured_output: StructuredOutput = structured_output
+        if redactor is None:
+            redactor = bool(env.get("redact", False))
         self.redactor: Redactor | None = RegexRedactor() if redactor is True else (
             redactor or None)
         self.max_field_chars = max_field_chars
@@ -146,9 +160,9 @@ class JudgeClient:
         #: What carries the calls (see :mod:`otel_scorers.judge.transport`).
         self.transport: Transport = transport_for(
             resolved, api_base=self.api_base, api_key=self._api_key,
-            extra_params=self.extra_params, choice=transport)
+            extra_params=self.extra_params, choice=transport or env.get("transport", "auto"))
         self._mode: StructuredOutput | None = (
-            None if structured_output == "auto" else structured_output)
+            None if structured_output == "auto" else self.structured_output)
 
     def __repr__(self) -> str:
         return f"JudgeClient(model={self.model!r}, api_base={self.api_base!r})"
@@ -213,6 +227,8 @@ class JudgeClient:
         return await on_loop(self._judge(request))
 
     async def _judge(self, request: JudgeRequest[T]) -> Judgement[T]:
+        if self._env_error is not None:
+            raise self._env_error
         deadline = time.monotonic() + self.total_timeout_s
         # the first call may load litellm (seconds): off the loop, and before the meter starts
         mode = self._mode if self._mode is not None else await asyncio.to_thread(

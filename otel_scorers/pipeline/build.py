@@ -205,13 +205,15 @@ def _plain_rubric(rubric: Any) -> Any:
 
 
 def judge_from(settings: JudgeSettings) -> JudgeClient:
+    """The judge of resolved settings (argument, environment, file, default: the environment
+    is not read again)."""
     return JudgeClient(
         settings.model, api_base=settings.api_base,
         api_key=settings.api_key.get_secret_value() if settings.api_key else None,
         temperature=settings.temperature, max_tokens=settings.max_tokens,
         timeout_s=settings.timeout_s, retry=RetryPolicy(max_retries=settings.max_retries),
         structured_output=settings.structured_output, redactor=settings.redact,
-        transport=settings.transport)
+        transport=settings.transport, environment=False)
 
 
 def scorers_from(settings: Settings) -> list[ScorerSpec]:

@@ -75,6 +75,18 @@ class DecisionCounts:
                 out[key.decision] = out.get(key.decision, 0) + value
         return out
 
+    def by_reason(self, scorer: str) -> dict[str, int | dict[str, int]]:
+        """One scorer's counts per decision: a total, or, for decisions with reasons or error
+        types, a count per reason (``"other"``: the ones without)."""
+        details: dict[str, dict[str, int]] = {}
+        for key, value in self.snapshot().items():
+            if key.scorer == scorer:
+                detail = key.reason or key.error_type or "other"
+                per = details.setdefault(key.decision, {})
+                per[detail] = per.get(detail, 0) + value
+        return {decision: per["other"] if set(per) == {"other"} else per
+                for decision, per in details.items()}
+
     def observe(self, _options: CallbackOptions) -> Iterable[Observation]:
         for key, value in self.snapshot().items():
             attrs = {n.M_SCORER: key.scorer, n.M_DECISION: key.decision}

@@ -37,6 +37,7 @@ from otel_scorers.emit.spans import Emitter
 from otel_scorers.errors import JudgeTimeoutError
 from otel_scorers.pipeline.cache import ResultCache
 from otel_scorers.pipeline.counts import DecisionCounts
+from otel_scorers.pipeline.health import Health
 from otel_scorers.pipeline.isolated import IsolatedScorers
 from otel_scorers.pipeline.slots import Slot
 from otel_scorers.scorers.base import Scorer
@@ -96,10 +97,13 @@ class Evaluation:
     per_agent: bool = False
     #: A scorer reads the steps (``ScorerRun.steps``): capture them.
     steps: bool = False
+    #: Judge health per scorer: failures said once, the per-scorer view.
+    health: Health = field(default_factory=Health)
 
     def reset_after_fork(self) -> None:
         """In a forked child: no judgements in flight, an empty cache, fresh locks."""
         self.inflight = {}
+        self.health.reset_after_fork()
         self.cache.reset_after_fork()
         self.metrics.reset_after_fork()
 
@@ -218,8 +222,12 @@ class Evaluation:
             if budget is not None and budget.exhausted():
                 self.counts.add(slot.name, Decision.BUDGET_EXHAUSTED)
                 counted = True
-                self.log_once(f"budget:{slot.name}", f"otel-scorers judge budget of scorer "
-                              f"{slot.name} is spent for this hour: runs are skipped")
+                self.log_once(f"budget:{slot.name}", f"otel-scorers: the judge budget of "
+                              f"scorer {slot.name} is spent for this hour: runs are skipped "
+                              "(decision budget_exhausted) until it frees up. To fix: raise "
+                              "budget_tokens_per_hour / budget_cost_per_hour "
+                              "(OTEL_SCORERS_BUDGET_TOKENS_PER_HOUR, "
+                              "OTEL_SCORERS_BUDGET_COST_PER_HOUR), or sample less")
                 return None
             start_ns = time.time_ns()
             key = _cache_key(slot.scorer, run) if self.cache.enabled else None
@@ -236,13 +244,13 @@ class Evaluation:
                     decision = Decision.CACHED
             else:
                 result = await self._judge_once(slot, run, key, member)
-                if budget is not None and result.judge is not None:
-                    budget.spend(result.judge.total_tokens, result.judge.cost_usd)
-                    if budget.unpriced and budget.max_cost is not None:
-                        self.log_once(f"unpriced:{slot.name}", unpriced_warning(
-                            slot.name, result.judge.model))
+                self._spend(slot, result)
+                self.health.record(slot.name, result, getattr(slot.scorer, "judge", None))
                 decision, reason, error_type = decision_of(result)
             self.counts.add(slot.name, decision, reason, error_type)
+            if reason == Reason.NO_RUBRIC:
+                self.log_once(f"no_rubric:{slot.name}", no_rubric_warning(
+                    slot.name, captured.agent))
             counted = True
             if decision != Decision.FILTERED:
                 attributes = self._emit(span, slot, captured, result, start_ns)
@@ -259,6 +267,17 @@ class Evaluation:
             return None
         finally:
             self.release(span, attributes)
+
+    def _spend(self, slot: Slot, result: ScoreResult) -> None:
+        """A judgement's tokens and cost against the scorer's budget; a call that succeeded
+        without a price is said once (a failed call has no price to miss)."""
+        budget = slot.sampler.budget
+        usage = result.judge
+        if budget is None or usage is None:
+            return
+        budget.spend(usage.total_tokens, usage.cost_usd)
+        if usage.cost_usd is None and result.error is None and budget.max_cost is not None:
+            self.log_once(f"unpriced:{slot.name}", unpriced_warning(slot.name, usage.model))
 
     async def _judge_once(self, slot: Slot, run: ScorerRun, key: str | None,
                           member: Member | None = None) -> ScoreResult:
@@ -342,6 +361,14 @@ async def check_prices(slots: Sequence[Slot], log_once: Callable[[str, str], Non
         if priced is False:
             log_once(f"unpriced:{slot.name}",
                      unpriced_warning(slot.name, str(getattr(judge, "model", "?"))))
+
+
+def no_rubric_warning(scorer: str, agent: str | None) -> str:
+    whose = f"agent {agent!r}" if agent else "a run with no agent name"
+    return (f"otel-scorers: rubric scorer {scorer} found no rubric for {whose}: nothing was "
+            "judged (decision filtered, reason no_rubric). To fix: give it criteria, "
+            "rubrics={'<agent>': '- ...'} (OTEL_SCORERS_RUBRIC sets one for every agent), or "
+            "an otel_scorers.rubric span attribute")
 
 
 def unpriced_warning(scorer: str, model: str) -> str:

@@ -165,6 +165,16 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
         """Decision totals per scorer: why each selected run was, or was not, scored."""
         return {slot.name: self.counts.totals(slot.name) for slot in self._slots}
 
+    def health(self) -> dict[str, Any]:
+        """Per scorer: decisions with their reasons (``filtered: {no_content: 3}``, ``error:
+        {auth: 2}``), judge calls, retries, tokens and spend, failures by kind and the last
+        error with its time; ``pending``: runs not decided yet (queued, in flight)."""
+        decisions = {slot.name: self.counts.by_reason(slot.name) for slot in self._slots}
+        view = self._evaluation.health.view(decisions)
+        return {"scorers": view, "pending": self._worker.depth + self._worker.inflight,
+                **({"disabled_because": self.disabled_because}
+                   if self.disabled_because else {})}
+
     def log_processor(self) -> ScoringLogProcessor:
         """The log side of this processor, to register on the ``LoggerProvider`` (first, before
         any exporting processor): it reads GenAI content from log records (``EVENT_ONLY``

@@ -171,7 +171,7 @@ class HourlyBudget:
         return int(self._clock() // 60)
 
     def spend(self, tokens: int, cost: float | None) -> None:
-        if cost is None and self.max_cost is not None:
+        if cost is None and self.max_cost is not None and tokens:
             self.unpriced += 1
             cost = max(UNPRICED_MIN_USD_PER_CALL, tokens / 1000 * UNPRICED_USD_PER_1K_TOKENS)
         minute = self._minute()

@@ -176,7 +176,7 @@ def judge_responder(*, satisfied: bool | Callable[[int, str], bool] = True,
 
     Rubric requests get one verdict per criterion (``satisfied``, or ``satisfied(i, text)``
     per criterion); alignment requests get the dimension scores their mode asks for; a fused
-    call gets each part's answer under its key.
+    call gets each part's answer under its key; ``check-config --ping`` gets ``{"ok": true}``.
     """
     def answer(instructions: str, user_text: str) -> Mapping[str, Any]:
         criteria = _CRITERION_LINE.findall(user_text)
@@ -197,6 +197,8 @@ def judge_responder(*, satisfied: bool | Callable[[int, str], bool] = True,
             content: Mapping[str, Any] = {
                 f"part{index}": answer(block, user_text)
                 for index, block in zip(parts[1::2], parts[2::2], strict=True)}
+        elif "connectivity check" in system_text:
+            content = {"ok": True}
         elif _CRITERION_LINE.search(user_text):
             content = answer("rubric of criteria", user_text)
         else:

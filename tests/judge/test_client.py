@@ -327,3 +327,22 @@ def test_env_fallbacks(monkeypatch: pytest.MonkeyPatch) -> None:
         JudgeClient()
     monkeypatch.delenv("OTEL_SCORERS_JUDGE_API_BASE")
     assert JudgeClient().model == "local/smollm2"
+
+
+def test_a_scorer_built_in_code_reads_the_judge_variables_too(
+        judge_server: ScriptedJudgeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One settings path: a judge option not given in code comes from its variable, as for
+    every command; a bad one never breaks the application's start, the first judgement says
+    it."""
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_STRUCTURED_OUTPUT", "prompt")
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_TIMEOUT", "7")
+    judge_server.script(rubric_answer([True]))
+    scorer = RubricScorer(judge_server.model, "- greets", api_base=judge_server.url,
+                          api_key="k")
+    assert scorer.judge.timeout_s == 7.0 and scorer.judge.structured_output == "prompt"
+    assert scorer.run({"input": "hi", "output": "hello"}).score == 1.0
+    assert "response_format" not in judge_server.requests[-1].body
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_TIMEOUT", "soon")
+    broken = RubricScorer(judge_server.model, "- greets", api_base=judge_server.url)
+    with pytest.raises(ConfigError, match="OTEL_SCORERS_JUDGE_TIMEOUT='soon'"):
+        broken.run({"input": "hi", "output": "hello"})

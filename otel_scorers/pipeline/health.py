@@ -1,0 +1,155 @@
+"""How each scorer is doing, and the one line that says so when it is not.
+
+A monitoring tool that fails silently is the worst kind: the first judge failure of each kind
+(auth, connection, rejected request, rate limit, server error, unreadable answers; timeouts once
+they are more than a fifth of the recent calls) is logged once per process, with what to change
+and what was tried (the model, the endpoint without credentials), and then only counted; the
+first success after such a failure is logged once too. :meth:`Health.view` is the per-scorer
+picture (Mastra's scorer health is the anchor): decisions by reason, judge calls, tokens and
+spend, failures by kind, the last error with its time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import urllib.parse
+from collections import Counter, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from otel_scorers.scorers.result import ScoreResult
+
+__all__ = ["Health", "fix_for"]
+
+logger = logging.getLogger("otel_scorers.health")
+
+#: Error kinds that stop every evaluation until someone acts: logged as errors.
+_BLOCKING = frozenset({"auth", "connection_error", "request_rejected"})
+#: Timeouts are logged once they are more than this share of the last calls (at least 5).
+TIMEOUT_SHARE = 0.2
+_WINDOW = 20
+
+
+def fix_for(error_type: str, message: str) -> str:
+    """What to change for a judge failure of ``error_type`` (its message may already say)."""
+    if error_type == "auth":
+        return "the line above names the variable to set"
+    if error_type == "connection_error":
+        return ("check that the judge is up and reachable from this process "
+                "(OTEL_SCORERS_JUDGE_API_BASE; proxies: HTTPS_PROXY / NO_PROXY)")
+    if error_type == "request_rejected":
+        if "otel-scorers[local]" in message:
+            return "install the embedded judge, or set OTEL_SCORERS_JUDGE_MODEL"
+        return ("check the model name and the request options (OTEL_SCORERS_JUDGE_MODEL, "
+                "judge.structured_output); otel-scorers check-config --ping tries one call")
+    if error_type == "rate_limited":
+        return ("the judge's rate limit: lower OTEL_SCORERS_CONCURRENCY or "
+                "OTEL_SCORERS_SAMPLE_RATIO, or cap evaluations with OTEL_SCORERS_RATE_LIMIT")
+    if error_type == "server_error":
+        return "the judge server failed: its own logs say why; calls are retried with backoff"
+    if error_type == "timeout":
+        return ("raise OTEL_SCORERS_JUDGE_TIMEOUT (per call) or "
+                "OTEL_SCORERS_EVALUATION_TIMEOUT, or lower OTEL_SCORERS_CONCURRENCY")
+    if error_type == "truncated":
+        return "raise OTEL_SCORERS_JUDGE_MAX_TOKENS, or shorten the rubric"
+    return ("the judge's answers do not fit the schema: try "
+            "OTEL_SCORERS_JUDGE_STRUCTURED_OUTPUT=json_object or a stronger judge model "
+            "(otel-scorers calibrate measures it)")
+
+
+def _endpoint(judge: Any) -> str:
+    """The judge as it may be printed: its model and its endpoint without credentials."""
+    model = str(getattr(judge, "model", "?"))
+    base = getattr(judge, "api_base", None)
+    if not base:
+        return model
+    parts = urllib.parse.urlsplit(str(base))
+    host = parts.netloc.rpartition("@")[2]
+    return f"{model} at {parts._replace(netloc=host, query='', fragment='').geturl()}"
+
+
+@dataclass
+class _Scorer:
+    calls: int = 0
+    retries: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    failures: Counter[str] = field(default_factory=Counter)
+    last_error: dict[str, Any] | None = None
+    recent: deque[str | None] = field(default_factory=lambda: deque(maxlen=_WINDOW))
+    #: failure kinds said aloud and not yet recovered from
+    said: set[str] = field(default_factory=set)
+
+
+class Health:
+    """Judge health per scorer (see the module docstring). Thread-safe enough: updated on the
+    library's event loop only."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._scorers: dict[str, _Scorer] = {}
+        self._said: set[tuple[str, str]] = set()
+
+    def reset_after_fork(self) -> None:
+        self._scorers = {}
+        self._said = set()
+
+    def record(self, scorer: str, result: ScoreResult, judge: Any) -> None:
+        """One finished evaluation of ``scorer`` (a cached one is no judge call)."""
+        state = self._scorers.setdefault(scorer, _Scorer())
+        usage = result.judge
+        if usage is not None and not result.cached:
+            state.calls += usage.calls
+            state.retries += usage.retries
+            state.tokens += usage.total_tokens
+            state.cost_usd += usage.cost_usd or 0.0
+        error = result.error
+        if result.cached:
+            return
+        state.recent.append(error.type if error is not None else None)
+        if error is None:
+            if state.said and result.skipped is None:
+                logger.warning("otel-scorers: scorer %s judges again (%s answered after %s)",
+                               scorer, _endpoint(judge), ", ".join(sorted(state.said)))
+                state.said.clear()
+            return
+        state.failures[error.type] += 1
+        state.last_error = {"type": error.type, "message": error.message,
+                            "at": self._clock()}
+        self._say(scorer, state, error.type, error.message, judge)
+
+    def _say(self, scorer: str, state: _Scorer, kind: str, message: str, judge: Any) -> None:
+        if kind == "timeout":
+            timeouts = sum(1 for item in state.recent if item == "timeout")
+            if len(state.recent) < 5 or timeouts / len(state.recent) <= TIMEOUT_SHARE:
+                return
+        if kind in state.said:
+            return
+        state.said.add(kind)
+        key = (scorer, kind)
+        first = key not in self._said
+        self._said.add(key)
+        if not first and kind not in _BLOCKING:
+            return  # said once already in this process; a relapse is only counted
+        level = logging.ERROR if kind in _BLOCKING else logging.WARNING
+        logger.log(level, "otel-scorers: scorer %s cannot judge (%s) with %s: %s. To fix: %s. "
+                   "Further failures of this kind are counted (decision error, error_type "
+                   "%s), not logged.", scorer, kind, _endpoint(judge), message[:500],
+                   fix_for(kind, message), kind)
+
+    def view(self, decisions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        """Per scorer: its decisions (with reasons), judge calls, tokens, spend, failures by
+        kind and the last error (``at``: Unix seconds)."""
+        out: dict[str, Any] = {}
+        for name, counted in decisions.items():
+            state = self._scorers.get(name, _Scorer())
+            out[name] = {
+                "decisions": dict(counted),
+                "judge": {"calls": state.calls, "retries": state.retries,
+                          "tokens": state.tokens, "cost_usd": round(state.cost_usd, 6)},
+                "failures": dict(state.failures),
+                "last_error": state.last_error,
+            }
+        return out
