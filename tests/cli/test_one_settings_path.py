@@ -14,6 +14,7 @@ import pytest
 
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
 
+
 #: Each command with arguments that make it work (given a judge), and whether it calls one.
 def commands(work: Path) -> dict[str, tuple[list[str], bool]]:
     spans = work / "spans.jsonl"
