@@ -95,3 +95,9 @@ def test_fresh_venv_follows_the_readme_install_and_zero_code_steps(
     assert evaluations["rubric"]["gen_ai.evaluation.score.label"] == "pass"
     assert isinstance(evaluations["prompt_alignment"]["gen_ai.evaluation.score.value"], float)
     assert any(s["name"] == "invoke_agent support-bot" for s in spans)
+    # the demo without the embedded judge says what to install, on one line, and exits 2
+    demo = subprocess.run([str(bin_dir / "otel-scorers"), "demo"], cwd=tmp_path,
+                          capture_output=True, text=True, env=clean, timeout=120, check=False)
+    assert demo.returncode == 2, demo.stdout + demo.stderr
+    assert "pip install 'otel-scorers[local]'" in demo.stderr
+    assert demo.stdout == "" and len(demo.stderr.strip().splitlines()) == 1, demo.stderr

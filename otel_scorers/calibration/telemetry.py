@@ -30,8 +30,9 @@ _FIGURES = {
 }
 
 
-def emit_report(report: dict[str, Any], endpoint: str) -> None:
-    """Send the report's figures over OTLP/HTTP (figures without a value are left out)."""
+def emit_report(report: dict[str, Any], endpoint: str) -> str | None:
+    """Send the report's figures over OTLP/HTTP (figures without a value are left out);
+    ``None`` when they went out, else what failed."""
     from otel_scorers.otlp import Telemetry
 
     telemetry = Telemetry(endpoint, service_name="otel-scorers-calibrate")
@@ -45,3 +46,4 @@ def emit_report(report: dict[str, Any], endpoint: str) -> None:
                 meter.create_gauge(name).set(value, attributes)
     finally:
         telemetry.shutdown()
+    return telemetry.outcome()

@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from otel_scorers.cli.errors import EXIT_FAILED, UsageProblem
+from otel_scorers.cli.errors import EXIT_FAILED, Failed, UsageProblem
 from otel_scorers.cli.options import judge_of, judge_options
 from otel_scorers.errors import ConfigError
 from otel_scorers.judge.client import JudgeClient
@@ -123,7 +123,10 @@ def calibrate(model: str | None, api_base: str | None, api_key: str | None,
     if emit:
         from otel_scorers.calibration.telemetry import emit_report
 
-        emit_report(report, otlp_endpoint)
+        unsent = emit_report(report, otlp_endpoint)
+        if unsent is not None:
+            raise Failed(f"figures not sent: {unsent}")
+        click.echo(f"figures sent to {otlp_endpoint}", err=True)
     _check(report, fail_under)
 
 

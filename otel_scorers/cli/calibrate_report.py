@@ -7,6 +7,15 @@ from typing import Any
 __all__ = ["print_report"]
 
 
+def _cost(report: dict[str, Any]) -> str:
+    """The judging's cost as it is known: a failed call has no price to miss."""
+    if report["cost_usd"] is not None:
+        return f"${report['cost_usd']:.4f}"
+    if report["errors"] >= report["cases"]:
+        return "none known (no judgement succeeded)"
+    return "unknown (the judge model is not in the price table)"
+
+
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
@@ -33,8 +42,7 @@ def print_report(report: dict[str, Any], console: Any) -> None:
         ("errors", f"{report['errors']}" + _types(report["error_types"])),
         ("judge calls", str(report["calls"])),
         ("tokens in / out", f"{report['tokens']['prompt']} / {report['tokens']['completion']}"),
-        ("cost", "unknown (unpriced model)" if report["cost_usd"] is None
-         else f"${report['cost_usd']:.4f}"),
+        ("cost", _cost(report)),
         ("latency p50 / p95", f"{_num(report['latency_s']['p50'], 2)} s / "
                               f"{_num(report['latency_s']['p95'], 2)} s"),
     ]

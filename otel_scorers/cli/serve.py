@@ -97,9 +97,26 @@ def serve(upstream: str, host: str, port: int, grpc_port: int, config_file: str 
                + (f" and grpc://{host}:{grpc_port}" if grpc_port else "")
                + f" -> {safe_url(upstream)} "
                f"(scorers: {', '.join(s.name for s in processor.scorers)}; "
+               f"judge: {_judges(processor)}; "
                f"auth: {'bearer token' if auth else 'none'}; "
                f"tls: {'on' if tls else 'off'})", err=True)
     web.run_app(app, host=host, port=port, print=None, handle_signals=True, ssl_context=tls)
+
+
+def _judges(processor: Any) -> str:
+    """The scorers' judges as they may be printed: model and endpoint, never a key."""
+    from otel_scorers.gateway.security import safe_url
+
+    shown = []
+    for scorer in processor.scorers:
+        judge = getattr(scorer, "judge", None)
+        if judge is None:
+            continue
+        base = getattr(judge, "api_base", None)
+        text = f"{judge.model}" + (f" at {safe_url(base)}" if base else "")
+        if text not in shown:
+            shown.append(text)
+    return ", ".join(shown) or "none"
 
 
 def _check_free(host: str, port: int, grpc_port: int) -> None:

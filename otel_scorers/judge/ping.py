@@ -48,7 +48,8 @@ async def ping(client: JudgeClient) -> PingResult:
     try:
         answer = await client.judge(request)
     except JudgeError as exc:
-        reachable = exc.error_type not in ("connection_error", "timeout", "auth")
+        # anything the judge answered (a 401 too) means it was reached
+        reachable = exc.error_type not in ("connection_error", "timeout")
         return PingResult(client.model, client.api_base, mode, reachable,
                           time.monotonic() - started, exc.error_type, str(exc))
     error = None if answer.value.ok else "the judge answered ok=false"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import random
+import re
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -81,7 +82,7 @@ def classify_exception(exc: BaseException) -> JudgeError:
     if any(type(e).__name__ == "AuthenticationError" or any(
             marker in str(e) for marker in _NO_KEY) for e in chain):
         missing = any(marker in str(e) for e in chain for marker in _NO_KEY)
-        error = JudgeAuthError(f"judge authentication failed: {message}",
+        error = JudgeAuthError(f"judge authentication failed (the provider said: {message})",
                                status_code=401)
         error.missing = missing
         return error
@@ -175,6 +176,14 @@ def _http_response(chain: list[BaseException]) -> Any:
     return None
 
 
+#: litellm's wrapping of a provider's message (``litellm.AuthenticationError:
+#: AuthenticationError: OpenAIException - <the provider's words>``): not ours to repeat.
+_WRAPPERS = re.compile(r"^(?:litellm\.\w+:\s*)?(?:\w+(?:Error|Exception):\s*)?"
+                       r"(?:\w+Exception\s*-\s*)?")
+
+
 def _describe(exc: BaseException) -> str:
+    """The provider's own words, without litellm's wrapping (our message says what failed)."""
     text = " ".join(str(exc).split())
+    text = _WRAPPERS.sub("", text, count=1)
     return text[:300] if text else type(exc).__name__

@@ -11,10 +11,24 @@ from opentelemetry.sdk.resources import Resource
 __all__ = ["Telemetry"]
 
 
+def _counted(exporter_class: type[Any], tally: dict[str, int]) -> type[Any]:
+    """``exporter_class`` counting its export results in ``tally`` (``ok`` / ``failed``)."""
+
+    class Counted(exporter_class):  # type: ignore[misc]
+        def export(self, *args: Any, **kwargs: Any) -> Any:
+            result = super().export(*args, **kwargs)
+            tally["ok" if getattr(result, "name", "") == "SUCCESS" else "failed"] += 1
+            return result
+
+    return Counted
+
+
 class Telemetry:
     """Tracer, meter and logger providers exporting over OTLP/HTTP (protobuf) to ``endpoint``
     (the base URL: ``/v1/traces``, ``/v1/metrics`` and ``/v1/logs`` are appended), for the
-    evaluation telemetry of ``rescore --emit`` and ``serve``. ``shutdown`` flushes them."""
+    evaluation telemetry of ``rescore --emit``, ``calibrate --emit`` and ``serve``.
+    ``shutdown`` flushes them; ``exports`` counts what went out and what failed, so nothing
+    says "sent" that was not."""
 
     def __init__(self, endpoint: str, *, service_name: str, metric_interval_s: float = 10.0,
                  extra_readers: Sequence[Any] = (), headers: Mapping[str, str] | None = None
@@ -29,23 +43,35 @@ class Telemetry:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+        self.exports = {"ok": 0, "failed": 0}
+        span_exporter = _counted(OTLPSpanExporter, self.exports)
+        metric_exporter = _counted(OTLPMetricExporter, self.exports)
+        log_exporter = _counted(OTLPLogExporter, self.exports)
         base = endpoint.rstrip("/")
         resource = Resource.create({"service.name": service_name})
         self.endpoint = base
         self.tracer_provider = TracerProvider(resource=resource)
         extra = dict(headers) if headers else None  # None: OTEL_EXPORTER_OTLP_HEADERS applies
         self.tracer_provider.add_span_processor(BatchSpanProcessor(
-            OTLPSpanExporter(endpoint=f"{base}/v1/traces", headers=extra)))
+            span_exporter(endpoint=f"{base}/v1/traces", headers=extra)))
         self.meter_provider = MeterProvider(resource=resource, metric_readers=[
-            PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=f"{base}/v1/metrics",
-                                                             headers=extra),
+            PeriodicExportingMetricReader(metric_exporter(endpoint=f"{base}/v1/metrics",
+                                                          headers=extra),
                                           export_interval_millis=metric_interval_s * 1000),
             *extra_readers])
         self.logger_provider = LoggerProvider(resource=resource)
         self.logger_provider.add_log_record_processor(BatchLogRecordProcessor(
-            OTLPLogExporter(endpoint=f"{base}/v1/logs", headers=extra)))
+            log_exporter(endpoint=f"{base}/v1/logs", headers=extra)))
 
     def shutdown(self) -> None:
         self.tracer_provider.shutdown()  # each flushes what it holds
         self.logger_provider.shutdown()
         self.meter_provider.shutdown()
+
+    def outcome(self) -> str | None:
+        """After ``shutdown``: ``None`` when every export succeeded, else what failed."""
+        failed, done = self.exports["failed"], self.exports["ok"] + self.exports["failed"]
+        if not failed:
+            return None
+        return (f"{failed} of {done} exports to {self.endpoint} failed (is an OTLP/HTTP "
+                "receiver listening there? OTEL_EXPORTER_OTLP_ENDPOINT or --otlp-endpoint)")

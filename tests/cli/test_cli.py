@@ -151,10 +151,17 @@ def test_check_config_ping_reports_the_judge(judge_server: ScriptedJudgeServer,
     assert report["structured_output"] in ("json_schema", "json_object")
     assert report["latency_s"] >= 0
     assert "ping" in judge_server.requests[0].text
+    ok = CliRunner().invoke(main, ["check-config", "--ping"])
+    assert ok.exit_code == 1  # nothing scripted: the scripted judge answers 500
+    assert "reached, but the call FAILED (server_error)" in ok.output
+    judge_server.script(reply({"ok": True}))
+    ok = CliRunner().invoke(main, ["check-config", "--ping"])
+    assert ok.exit_code == 0 and "OK, it answered" in ok.output
     judge_server.script(fault(401))
     failed = CliRunner().invoke(main, ["check-config", "--ping"])
     assert failed.exit_code == 1
-    assert "NOT reachable" in failed.output and "did not answer (auth)" in failed.output
+    assert "reached, but the call FAILED (auth)" in failed.output  # a 401 is an answer
+    assert "did not answer (auth)" in failed.output
 
 
 def test_check_config_ping_on_a_dead_judge_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -166,7 +173,7 @@ def test_check_config_ping_on_a_dead_judge_exits_1(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("OTEL_SCORERS_JUDGE_TIMEOUT", "2")
     result = CliRunner().invoke(main, ["check-config", "--ping"])
     assert result.exit_code == 1
-    assert "connection_error" in result.output
+    assert "NOT reached (connection_error)" in result.output
 
 
 def _dataset(tmp_path: Path) -> Path:
@@ -234,3 +241,19 @@ def test_serve_on_a_port_in_use_is_one_line_and_exit_2(judge_server: ScriptedJud
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and f"127.0.0.1:{busy}" in lines[0], out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_ping_through_the_direct_transport_never_loads_litellm(
+        judge_server: ScriptedJudgeServer) -> None:
+    """``--ping`` takes a judge's own time, not litellm's import (seconds)."""
+    judge_server.script(reply({"ok": True}))
+    code = ("import sys; from otel_scorers.cli import main; "
+            "sys.argv = ['otel-scorers', 'check-config', '--ping']\n"
+            "try:\n    main()\nexcept SystemExit as done:\n"
+            "    print('exit', done.code, 'litellm' in sys.modules)")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    env.update(OTEL_SCORERS_JUDGE_MODEL=judge_server.model,
+               OTEL_SCORERS_JUDGE_API_BASE=judge_server.url, OTEL_SCORERS_JUDGE_API_KEY="k")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.stdout.strip().splitlines()[-1] == "exit 0 False", done.stdout + done.stderr

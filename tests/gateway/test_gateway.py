@@ -297,3 +297,25 @@ def test_upstream_headers_go_with_forwarded_traces_and_telemetry(
         upstream.server_close()
     assert {path for path, _ in seen} == {"/v1/traces", "/v1/logs", "/v1/metrics"}
     assert all(key == "s3cret" for _, key in seen), seen
+
+
+def test_the_start_line_names_the_judge_never_its_key(tmp_path: Path,
+                                                      judge_server: ScriptedJudgeServer) -> None:
+    config = _config(tmp_path, judge_server)
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "otel_scorers", "serve", "--upstream", "http://127.0.0.1:9",
+         "--port", str(port), "--grpc-port", "0", "--config", str(config)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until_up(f"http://127.0.0.1:{port}/health", process, timeout_s=60,
+                      output=lambda: "")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
+            body = json.loads(response.read())
+        assert set(body["health"]["scorers"]) == {"rubric", "prompt_alignment"}
+    finally:
+        process.terminate()
+        _, err = process.communicate(timeout=30)
+    line = next(line for line in err.splitlines() if "otel-scorers gateway on" in line)
+    assert f"judge: {judge_server.model} at {judge_server.url}" in line
+    assert "scorers: rubric, prompt_alignment" in line and "'k'" not in line
