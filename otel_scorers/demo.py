@@ -39,7 +39,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -256,27 +258,33 @@ def _cell(result: dict[str, Any] | None) -> str:
     if result is None:
         return "[dim]not scored[/]"
     if result["error"]:
-        return f"[red]error: {result['error']}[/]"
-    text = f"{result['score']:g} {result['label']}"
+        return f"[red]error: {escape(str(result['error']))}[/]"
+    text = f"{result['score']:g} {escape(str(result['label']))}"
     for criterion in result["unmet"]:
-        text += f"\n✗ {criterion}"
+        text += f"\n✗ {escape(criterion)}"
     return text
 
 
 def _print(console: Console, report: DemoReport) -> None:
-    table = Table(title="Live scores (read back from the evaluation spans)")
-    for column in ("agent", "task", "answer written to be", "rubric (✗ unmet criteria)",
-                   "prompt alignment", "judge latency*"):
-        table.add_column(column, overflow="fold")
+    # Laid out for an 80-column terminal: short columns never wrap, the two text columns
+    # share what is left; criteria wrap on word boundaries.
+    table = Table(title="Live scores (read back from the evaluation spans)", box=box.SIMPLE_HEAD,
+                  pad_edge=False)
+    table.add_column("agent: task", ratio=3)
+    table.add_column("meant", no_wrap=True)
+    table.add_column("rubric (✗ unmet)", ratio=3)
+    table.add_column("alignment", no_wrap=True)
+    table.add_column("judge*", no_wrap=True, justify="right")
     for row in report.rows:
         latency = sum(float(row[s]["latency"] or 0) for s in ("rubric", "prompt_alignment")
                       if s in row)
-        table.add_row(row["agent"], row["task"], row["quality"], _cell(row.get("rubric")),
+        table.add_row(f"[bold]{escape(row['agent'])}[/]: {escape(row['task'])}",
+                      row["quality"], _cell(row.get("rubric")),
                       _cell(row.get("prompt_alignment")), f"{latency:.1f}s")
     console.print(table)
     # plain lines are never wrapped (soft_wrap): they read the same in any terminal width
-    console.print("[dim]* both scorers, as the evaluations saw it: waiting for the single local "
-                  "model included[/]", soft_wrap=True)
+    console.print("[dim]* judge latency of both scorers, as the evaluations saw it: waiting "
+                  "for the single local model included[/]", soft_wrap=True)
     console.print("Pipeline decisions:", soft_wrap=True)
     for scorer, counts in report.stats.items():
         console.print(f"  {scorer}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())),

@@ -58,9 +58,10 @@ def _readme_zero_code() -> tuple[str, dict[str, str], list[str]]:
 def test_fresh_venv_follows_the_readme_install_and_zero_code_steps(
         tmp_path: Path, judge_server: ScriptedJudgeServer) -> None:
     install, variables, command = _readme_zero_code()
-    assert install.split("&&")[0].strip() == 'pip install "otel-scorers[instrument]"'
+    assert install.split("#")[0].strip() == 'pip install -e ".[instrument]"'
     assert command[:2] == ["opentelemetry-instrument", "python"], command
     assert variables["OTEL_SCORERS_ENABLED"] == "true" and "OTEL_SCORERS_JUDGE_MODEL" in variables
+    assert variables["OTEL_TRACES_EXPORTER"] == "console"  # a first try shows the scores
 
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
@@ -81,8 +82,7 @@ def test_fresh_venv_follows_the_readme_install_and_zero_code_steps(
            "OTEL_SCORERS_JUDGE_API_BASE": judge_server.url, "OTEL_SCORERS_JUDGE_API_KEY": "k",
            "OTEL_SCORERS_SAMPLE_RATIO": "1",
            "OTEL_SCORERS_RUBRIC": "- Answers the question",
-           "OTEL_SERVICE_NAME": "fresh-install-app", "OTEL_TRACES_EXPORTER": "console",
-           "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none"}
+           "OTEL_SERVICE_NAME": "fresh-install-app"}
     out = subprocess.run([str(bin_dir / command[0]), str(bin_dir / "python"), "app.py"],
                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300,
                          check=False)

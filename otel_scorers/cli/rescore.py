@@ -88,8 +88,10 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
                       + (f", {plan.done} already in {output}" if plan.done else "")
                       + (f", judging {plan.to_judge}" if not dry_run else ""))
         if dry_run:
-            click.echo(json.dumps(rescorer.estimate(files, limit=limit, done=done).to_dict(),
-                                  indent=2))
+            estimated = rescorer.estimate(files, limit=limit, done=done)
+            click.echo(json.dumps(estimated.to_dict(), indent=2))
+            if estimated.hint:
+                console.print(f"note: {estimated.hint}", markup=False, highlight=False)
             return
         outcome = _judge(rescorer, files, plan.to_judge, out_path, restart, limit, done,
                          console, progress)

@@ -56,7 +56,7 @@ def nested(path: tuple[str, ...], value: Any) -> dict[str, Any]:
 
 #: ``OTEL_SCORERS_*`` variables read elsewhere than the settings (not misspellings).
 OTHER_VARS = frozenset({"OTEL_SCORERS_CONFIG", "OTEL_SCORERS_UPSTREAM",
-                        "OTEL_SCORERS_GATEWAY_TOKEN"})
+                        "OTEL_SCORERS_GATEWAY_TOKEN", "OTEL_SCORERS_LOCAL_THREADS"})
 
 
 def env_layer(env: Mapping[str, str], base: dict[str, Any]

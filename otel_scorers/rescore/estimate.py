@@ -13,6 +13,7 @@ from otel_scorers.judge.schema import answer_schema
 from otel_scorers.pipeline.processor import ScoringSpanProcessor
 from otel_scorers.rescore.runs import RunRef
 from otel_scorers.scorers.base import LLMScorer, Question
+from otel_scorers.scorers.result import ScoreResult
 
 __all__ = ["DryRunEstimate", "estimate"]
 
@@ -35,6 +36,8 @@ class DryRunEstimate:
     by_agent: dict[str, int] = field(default_factory=dict)
     first_runs: list[dict[str, Any]] = field(default_factory=list)
     hint: str | None = None
+    #: Per scorer, the agents whose runs it would skip without calling the judge (no rubric).
+    no_rubric: dict[str, set[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"runs": self.runs, "runs_by_agent": self.by_agent,
@@ -83,13 +86,19 @@ def estimate(processor: ScoringSpanProcessor, runs: Iterable[RunRef]) -> DryRunE
         for scorer in processor.scorers:
             client = getattr(scorer, "judge", None)
             if isinstance(client, JudgeClient):
-                _add_call(result, litellm, scorer, client, captured.run)
+                _add_call(result, litellm, scorer, client, captured.run, agent)
+    _no_rubric_hint(result)
     return result
 
 
 def _add_call(result: DryRunEstimate, litellm: Any, scorer: Any, client: JudgeClient,
-              run: Any) -> None:
-    messages, schema = _render(scorer, client, run)
+              run: Any, agent: str) -> None:
+    messages, schema, skipped = _render(scorer, client, run)
+    if skipped is not None:  # counted per scorer: "rubric: no_rubric"
+        key = f"{getattr(scorer, 'name', scorer)}: {skipped}"
+        result.skipped[key] = result.skipped.get(key, 0) + 1
+        if skipped == "no_rubric":
+            result.no_rubric.setdefault(str(getattr(scorer, "name", scorer)), set()).add(agent)
     if messages is None:
         return
     result.calls += 1
@@ -111,20 +120,37 @@ def _add_call(result: DryRunEstimate, litellm: Any, scorer: Any, client: JudgeCl
 
 
 def _render(scorer: Any, client: JudgeClient, run: Any
-            ) -> tuple[list[dict[str, str]] | None, dict[str, Any]]:
-    """The messages ``scorer`` would send for ``run`` (None when it would not call: no
-    rubric, a run it cannot judge, a scorer that does not say what it would ask)."""
+            ) -> tuple[list[dict[str, str]] | None, dict[str, Any], str | None]:
+    """The messages ``scorer`` would send for ``run``, its answer schema, and why it would
+    not call the judge (``no_rubric``, ``invalid_input``; messages None then). A scorer that
+    does not say what it would ask gives (None, {}, None): not counted, nothing known."""
     if not isinstance(scorer, LLMScorer):
-        return None, {}
+        return None, {}, None
     try:
         asked = scorer.ask(run)
     except ScorerInputError as exc:
         logger.debug("dry run: %s would not call the judge: %s", scorer, exc)
-        return None, {}
+        return None, {}, ScorerInputError.error_type
+    if isinstance(asked, ScoreResult):
+        return None, {}, (asked.skipped or (asked.error.type if asked.error else None)
+                          or "answered_without_judge")
     if not isinstance(asked, Question):
-        return None, {}
+        return None, {}, None
     messages = client.render(asked.request, client.structured_mode())
-    return messages, answer_schema(asked.request.answer_model)
+    return messages, answer_schema(asked.request.answer_model), None
+
+
+def _no_rubric_hint(result: DryRunEstimate) -> None:
+    """Say, before any money is spent, that a rubric scorer would skip runs (no criteria)."""
+    if not result.no_rubric:
+        return
+    parts = [f"rubric scorer {name!r} has no rubric for agent(s) "
+             + ", ".join(sorted(agents)[:5]) + (" ..." if len(agents) > 5 else "")
+             for name, agents in sorted(result.no_rubric.items())]
+    result.hint = "; ".join(filter(None, [result.hint, *parts])) + (
+        ": those runs would be skipped (score by default, no judge call). To fix: give it "
+        "criteria, rubrics: {<agent>: '- ...'} in the config file, or OTEL_SCORERS_RUBRIC "
+        "for every agent")
 
 
 def add_hint(result: DryRunEstimate, unselected: int) -> None:

@@ -121,7 +121,7 @@ def test_nested_gzip_is_not_a_bypass(judge_server: ScriptedJudgeServer, tmp_path
 
 
 # -- memory and time ----------------------------------------------------------------------------
-#: The documented bound on the gateway's peak RSS (README, "The scoring gateway"):
+#: The documented bound on the gateway's peak RSS (docs/reference.md, "The scoring gateway"):
 #: 100 MB + 5 x max_inflight x max_body_mb.
 def rss_bound_mb(max_inflight: int, max_body_mb: float) -> float:
     return 100 + 5 * max_inflight * max_body_mb

@@ -142,7 +142,7 @@ def test_dry_run_calls_no_judge(live: dict[str, Any], tmp_path: Path,
                                        str(live["config"]), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert len(judge_server.requests) == before
-    estimate = json.loads(result.output[result.output.index("{"):])
+    estimate = json.loads(result.stdout)
     assert estimate["runs"] == 12 and estimate["judge_calls"] == 24, estimate
     assert estimate["estimated_input_tokens"] > 24 * 100
     assert estimate["estimated_output_tokens"] > 0
@@ -247,11 +247,31 @@ def test_dry_run_says_why_an_llm_level_trace_has_nothing_to_judge(
     result = CliRunner().invoke(main, ["rescore", str(json_path), "--config",
                                        str(_config(tmp_path, judge_server)), "--dry-run"])
     assert result.exit_code == 0, result.output
-    estimate = json.loads(result.output[result.output.index("{"):])
+    estimate = json.loads(result.stdout)
     assert estimate["runs"] == 0
     assert estimate["not_judged"] == {"content_spans_not_selected": 4}
     assert "include_llm_spans" in estimate["hint"]
+    assert "note: 4 spans carry GenAI content" in result.stderr
     assert judge_server.requests == []
+
+
+def test_dry_run_says_the_rubric_scorer_would_skip_runs_without_a_rubric(
+        live: dict[str, Any], tmp_path: Path, judge_server: ScriptedJudgeServer) -> None:
+    json_path, _ = _write_files(tmp_path, live["app"])
+    config = tmp_path / "no-rubric.yaml"
+    config.write_text(json.dumps({
+        "judge": {"model": judge_server.model, "api_base": judge_server.url, "api_key": "k"},
+        "scorers": [{"type": "rubric"}, {"type": "prompt_alignment"}]}))
+    result = CliRunner().invoke(main, ["rescore", str(json_path), "--config", str(config),
+                                       "--dry-run"])
+    assert result.exit_code == 0, result.output
+    estimate = json.loads(result.stdout)
+    assert estimate["runs"] == 12
+    assert estimate["not_judged"] == {"rubric: no_rubric": 12}, estimate
+    assert estimate["judge_calls"] == 12  # prompt alignment only
+    assert "'rubric' has no rubric for agent(s) nested, support-bot" in estimate["hint"]
+    assert "note: rubric scorer 'rubric' has no rubric" in result.stderr
+    assert "OTEL_SCORERS_RUBRIC" in result.stderr
 
 
 def _deep_json(depth: int) -> str:
