@@ -8,9 +8,16 @@ PY     := $(BIN)/python
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export LITELLM_OFFLINE_MODE := true
 export HF_HUB_OFFLINE := 1
-# llama-cpp-python has no wheel on PyPI: pip compiles it once (minutes) and caches the wheel.
+# llama-cpp-python has no wheel on PyPI: tools/llama-wheel.sh compiles the core library the
+# embedded judge needs, once (about 2-3 min on 2 cores, not the 6-7 min of a default build),
+# into a wheelhouse kept outside the clone; installs take it from there.
 # A portable build (no -march=native) runs as fast here and works on any x86-64 with AVX2.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+LLAMA_CPP_VERSION := 0.3.36
+export WHEELHOUSE ?= $(HOME)/.cache/otel-scorers/wheels
+LOCAL_JUDGE = @$(PY) -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$(LLAMA_CPP_VERSION)')" \
+	2>/dev/null || tools/llama-wheel.sh $(LLAMA_CPP_VERSION) $(PY)
+PIP_LOCAL := --find-links $(WHEELHOUSE) 'llama-cpp-python==$(LLAMA_CPP_VERSION)'
 
 PHOENIX_VENV := .venv-phoenix
 # Arize Phoenix, the tracing backend of the integration tests, in a virtual environment of its own
@@ -32,14 +39,14 @@ $(PY):
 
 # Stamps: reinstall only when pyproject.toml changes. The test suite includes the tests of the
 # embedded local judge (marked local_model), so it installs the `local` extra too.
-$(VENV)/.installed-dev: pyproject.toml | $(PY)
-	@$(PY) -c "import llama_cpp" 2>/dev/null || echo ">>> Installing llama-cpp-python for the local-judge tests: the first build compiles llama.cpp (several minutes on 2 cores); pip caches the wheel afterwards."
-	$(PY) -m pip install --quiet -e '.[dev,local]'
+$(VENV)/.installed-dev: pyproject.toml tools/llama-wheel.sh | $(PY)
+	$(LOCAL_JUDGE)
+	$(PY) -m pip install --quiet -e '.[dev,local]' $(PIP_LOCAL)
 	touch $@
 
-$(VENV)/.installed-local: pyproject.toml | $(PY)
-	@$(PY) -c "import llama_cpp" 2>/dev/null || echo ">>> Installing the embedded local judge (llama-cpp-python). The first build compiles llama.cpp and takes several minutes on 2 cores; pip caches the wheel afterwards."
-	$(PY) -m pip install --quiet -e '.[local]'
+$(VENV)/.installed-local: pyproject.toml tools/llama-wheel.sh | $(PY)
+	$(LOCAL_JUDGE)
+	$(PY) -m pip install --quiet -e '.[local]' $(PIP_LOCAL)
 	touch $@
 
 demo: $(VENV)/.installed-local

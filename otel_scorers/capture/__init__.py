@@ -40,7 +40,12 @@ from otel_scorers.capture.conventions import (
     parse_json,
 )
 from otel_scorers.capture.kinds import CHAIN, HANDOFF, RETRIEVAL, TOOL
-from otel_scorers.capture.logs import RecordContent, found_in_records, span_records
+from otel_scorers.capture.logs import (
+    RecordContent,
+    found_in_records,
+    original_events,
+    span_records,
+)
 from otel_scorers.capture.pieces import Piece
 from otel_scorers.capture.readers import READERS
 from otel_scorers.capture.serialized import is_blank
@@ -136,7 +141,7 @@ def capture_span(span: ReadableSpan, *, attributes: Mapping[str, Any] | None = N
         if extractor is not None:
             return _from_extractor(span, extractor, agent, rubric)
         own = _collect(attrs, mapping, limits)
-        own_records = (*records, *span_records(span.events or ()))
+        own_records = (*records, *span_records(original_events(span)))
         if own_records:
             own = _merged(own, found_in_records(own_records, limits))
         pieces = [_piece(d) for d in descendants]

@@ -185,19 +185,30 @@ CONTENT_KEYS: tuple[str, ...] = (
     "llm.output_messages.0.message.role", "llm.input_messages.0.message.content",
 )
 
-#: Every attribute that holds conversation content in a convention capture reads (and a few
+#: Every attribute that holds conversation content in a convention capture reads (and the
 #: neighbours of theirs that hold content too: tool-call arguments and results, OpenInference
-#: prompt templates). ``exported_content: strip`` removes these from exported spans and logs.
+#: prompt templates, invocation parameters (the OpenAI Agents SDK puts the agent's
+#: instructions there), retrieved documents, embedded texts, reranked documents).
+#: ``exported_content: strip`` removes these from exported spans and logs
+#: (:mod:`otel_scorers.capture.strip`).
 STRIP_EXACT: frozenset[str] = frozenset({
     "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
     "gen_ai.prompt", "gen_ai.completion", "gen_ai.tool.call.arguments",
     "gen_ai.tool.call.result", "input.value", "output.value", "llm.prompts",
+    "llm.invocation_parameters", "tool.parameters", "reranker.query",
     "traceloop.entity.input", "traceloop.entity.output",
 })
 STRIP_PREFIXES: tuple[str, ...] = (
     "gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages.", "llm.output_messages.",
     "llm.prompt_template.", "llm.prompts.",
 )
+#: Indexed OpenInference documents and embeddings: their text and metadata are content, their
+#: ids and scores are not.
+STRIP_INDEXED: tuple[str, ...] = (
+    "retrieval.documents.", "embedding.embeddings.", "reranker.input_documents.",
+    "reranker.output_documents.",
+)
+_INDEXED_CONTENT: tuple[str, ...] = (".content", ".metadata", ".text")
 #: Mastra keeps content under plain ``input`` / ``output`` on its own spans.
 MASTRA_CONTENT: frozenset[str] = frozenset({"input", "output"})
 
@@ -206,6 +217,8 @@ def is_content_key(key: str, attrs: Attributes | None = None) -> bool:
     """Whether attribute ``key`` holds conversation content (``attrs``: the span's others, to
     recognise Mastra spans)."""
     if key in STRIP_EXACT or key.startswith(STRIP_PREFIXES):
+        return True
+    if key.startswith(STRIP_INDEXED) and key.endswith(_INDEXED_CONTENT):
         return True
     return key in MASTRA_CONTENT and attrs is not None and "mastra.span.type" in attrs
 

@@ -39,10 +39,12 @@ from otel_scorers.scorers.run import Message, text_of
 
 __all__ = [
     "OPERATION_DETAILS_EVENT",
+    "ORIGINAL_EVENTS",
     "RecordContent",
     "content_of",
     "found_in_records",
     "has_genai_events",
+    "original_events",
     "span_records",
     "strip_record_body",
 ]
@@ -101,6 +103,19 @@ def span_records(events: Sequence[Any]) -> tuple[RecordContent, ...]:
         if content is not None:
             out.append(content)
     return tuple(out)
+
+
+#: Where ``exported_content: strip`` keeps a span's events as they were, for capture, when it
+#: gives the exported span events without their text.
+ORIGINAL_EVENTS = "_otel_scorers_events"
+
+
+def original_events(span: Any) -> Sequence[Any]:
+    """A span's events as they were when it ended (before stripping), for capture."""
+    kept = getattr(span, ORIGINAL_EVENTS, None)
+    if kept is not None:
+        return tuple(kept)
+    return getattr(span, "events", None) or ()
 
 
 def has_genai_events(events: Sequence[Any]) -> bool:

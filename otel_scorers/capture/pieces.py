@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from otel_scorers.capture.kinds import span_kind
-from otel_scorers.capture.logs import RecordContent, span_records
+from otel_scorers.capture.logs import RecordContent, original_events, span_records
 
 __all__ = ["Piece", "descends_from", "pieces_under"]
 
@@ -47,7 +47,8 @@ class Piece:
                 records: Sequence[RecordContent] = ()) -> Piece:
         context = span.context
         attrs = attributes if attributes is not None else (span.attributes or {})
-        events = span_records(span.events) if span.events else ()
+        originals = original_events(span)
+        events = span_records(originals) if originals else ()
         status = span.status
         error = None
         if status is not None and status.status_code is StatusCode.ERROR:

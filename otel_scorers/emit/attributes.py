@@ -15,7 +15,8 @@ from otel_scorers.scorers.alignment import AlignmentAnalysis, AlignmentDimension
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.rubric import RubricAnalysis
 
-__all__ = ["ContentPolicy", "emitted_ids", "result_attributes", "semconv_attributes"]
+__all__ = ["ContentPolicy", "emitted_ids", "fit_attributes", "result_attributes",
+           "semconv_attributes"]
 
 ContentMode = Literal["full", "truncate", "none"]
 AttributeValue = str | bool | int | float | list[str]
@@ -166,3 +167,41 @@ def dimension_scores(result: ScoreResult) -> list[tuple[str, str, float]]:
         rows += [("system", name, score)
                  for name, score, _ in _dimension_rows(analysis.system_compliance)]
     return rows
+
+
+#: The attributes an evaluation span must never lose, the most important last: the SDK drops
+#: the oldest attributes of a span over its limit, so these go in after everything else.
+ESSENTIAL: tuple[str, ...] = (
+    n.PREFIX + n.ATTR_EVALUATED_SPAN_ID, n.ERROR_TYPE, n.PREFIX + n.ATTR_CRITERIA_OMITTED,
+    n.PREFIX + n.ATTR_CRITERIA_UNMET, n.PREFIX + n.ATTR_SCORE, n.PREFIX + n.ATTR_PASS,
+    n.GEN_AI_EVALUATION_SCORE_LABEL, n.GEN_AI_EVALUATION_SCORE_VALUE, n.GEN_AI_EVALUATION_NAME,
+)
+
+
+def fit_attributes(attrs: dict[str, Any], limit: int | None) -> dict[str, Any]:
+    """``attrs`` within a span's attribute ``limit`` (the SDK's, 128 by default), never losing
+    the name, score, label or verdict: per-criterion details are what gives way, those of unmet
+    criteria kept first, whole criteria at a time, and ``otel_scorers.criteria.omitted`` says
+    how many criteria lost theirs. The essential attributes are put last either way, so that
+    even a tiny limit (the SDK drops the oldest) keeps them."""
+    criterion = n.PREFIX + n.ATTR_CRITERION + "."
+    if limit is not None and len(attrs) > limit:
+        groups: dict[str, list[str]] = {}
+        for key in attrs:
+            if key.startswith(criterion):
+                groups.setdefault(key[len(criterion):].rsplit(".", 1)[0], []).append(key)
+        others = len(attrs) - sum(len(keys) for keys in groups.values())
+        room = limit - others - 1  # one for criteria.omitted
+        unmet = set(attrs.get(n.PREFIX + n.ATTR_CRITERIA_UNMET) or ())
+        kept: set[str] = set()
+        for ident in sorted(groups, key=lambda i: i not in unmet):  # unmet first, stable
+            if len(groups[ident]) <= room:
+                room -= len(groups[ident])
+                kept.update(groups[ident])
+        omitted = sum(1 for ident in groups if groups[ident][0] not in kept)
+        attrs = {key: value for key, value in attrs.items()
+                 if not key.startswith(criterion) or key in kept}
+        if omitted:
+            attrs[n.PREFIX + n.ATTR_CRITERIA_OMITTED] = omitted
+    essential = {key: attrs[key] for key in ESSENTIAL if key in attrs}
+    return {**{k: v for k, v in attrs.items() if k not in essential}, **essential}

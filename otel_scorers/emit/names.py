@@ -47,6 +47,7 @@ ATTR_CACHED: Final = "cached"
 ATTR_CRITERION: Final = "criterion"
 ATTR_CRITERIA_IDS: Final = "criteria.ids"
 ATTR_CRITERIA_UNMET: Final = "criteria.unmet"    # ids of gating criteria not satisfied
+ATTR_CRITERIA_OMITTED: Final = "criteria.omitted"  # criteria whose details did not fit the span
 ATTR_REQUIRED_UNMET: Final = "criteria.required_unmet"
 ATTR_OVERALL_ASSESSMENT: Final = "overall_assessment"
 # Prompt alignment, per side (user|system) and dimension:

@@ -16,7 +16,12 @@ from opentelemetry.trace import NonRecordingSpan, Status, StatusCode, TracerProv
 
 from otel_scorers._version import __version__
 from otel_scorers.emit import names as n
-from otel_scorers.emit.attributes import ContentPolicy, result_attributes, semconv_attributes
+from otel_scorers.emit.attributes import (
+    ContentPolicy,
+    fit_attributes,
+    result_attributes,
+    semconv_attributes,
+)
 from otel_scorers.scorers.result import ScoreResult
 
 __all__ = ["Emitter"]
@@ -57,9 +62,11 @@ class Emitter:
                 attrs[n.GEN_AI_AGENT_NAME] = agent
             if source is not None:
                 attrs[n.PREFIX + n.ATTR_CAPTURE_SOURCE] = source
-            span = self._get_tracer().start_span(
+            tracer = self._get_tracer()
+            span = tracer.start_span(
                 f"{n.EVALUATION_SPAN_PREFIX} {result.scorer}", context=parent,
-                attributes=attrs, start_time=start_ns)
+                attributes=fit_attributes(attrs, _attribute_limit(tracer)),
+                start_time=start_ns)
             if result.error is not None:
                 span.set_status(Status(StatusCode.ERROR, result.error.type))
             span.end(end_time=max(end_ns, start_ns))
@@ -74,3 +81,13 @@ class Emitter:
             logger = get_logger(n.SCOPE_NAME, __version__, logger_provider=self._logger_provider)
             logger.emit(event_name=n.GEN_AI_EVALUATION_RESULT_EVENT, context=parent,
                         timestamp=end_ns, attributes=event_attrs)
+
+
+def _attribute_limit(tracer: trace.Tracer) -> int | None:
+    """The span attribute limit of an SDK tracer (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``, 128 by
+    default); ``None`` when unlimited. A tracer that is not the SDK's gets the default."""
+    limits = getattr(tracer, "_span_limits", None)
+    if limits is None:
+        return 128
+    value = getattr(limits, "max_span_attributes", 128)
+    return value if isinstance(value, int) else None

@@ -3,7 +3,8 @@
 - **Bearer tokens** (as the Collector's ``bearertokenauth`` extension): when a token is set, a
   request to ``/v1/*`` (HTTP) or an export call (gRPC) must carry ``Authorization: Bearer
   <token>``; the comparison is constant-time (:func:`hmac.compare_digest`). The token comes
-  from a file (``--token-file``, re-read at start-up, trailing newline ignored) or from
+  from a file (``--token-file``, read at start-up, surrounding whitespace ignored; an
+  empty or malformed file is an error, never "no authentication") or from
   ``OTEL_SCORERS_GATEWAY_TOKEN``, never from the command line (it would show in ``ps``).
   ``/health`` and ``/metrics`` stay open for probes and scrapes and carry no secrets.
 - **TLS** for both listeners from a certificate chain and key file (PEM).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import hmac
 import os
+import re
 import ssl
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -42,15 +44,40 @@ class BearerAuth:
         return hmac.compare_digest(header.strip().encode("utf-8", "replace"), self._expected)
 
 
+#: What a bearer token may hold (RFC 6750 ``b64token``): a file or variable with anything else
+#: (several lines, spaces, control characters) is a mistake, not a token.
+_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
+
+
 def token_from(path: str | None, env: Mapping[str, str] | None = None) -> str | None:
-    """The receiver token: the file's content, else ``OTEL_SCORERS_GATEWAY_TOKEN``."""
+    """The receiver token: the file's content, else ``OTEL_SCORERS_GATEWAY_TOKEN``; ``None``
+    only when neither is given. A given source must hold a valid token (16 or more characters
+    of the RFC 6750 alphabet, surrounding whitespace ignored): an empty or whitespace-only
+    file never means "no authentication" (ValueError, exit 2 at ``serve``)."""
     if path:
         try:
-            return Path(path).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ValueError(f"cannot read the token file {path}: {exc.strerror}") from exc
-    value = (env if env is not None else os.environ).get(ENV_TOKEN, "").strip()
-    return value or None
+            value = Path(path).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise ValueError(f"cannot read the token file {path}: {reason}") from exc
+        return _valid_token(value, f"the token file {path}")
+    raw = (env if env is not None else os.environ).get(ENV_TOKEN)
+    if raw is None or raw == "":
+        return None
+    return _valid_token(raw.strip(), ENV_TOKEN)
+
+
+def _valid_token(value: str, source: str) -> str:
+    if not value:
+        raise ValueError(f"{source} is empty: it must hold the bearer token (16 or more "
+                         "characters); to run without authentication, give no token at all")
+    if _TOKEN.fullmatch(value) is None:
+        raise ValueError(f"{source} does not hold one bearer token: use one line of letters, "
+                         "digits and -._~+/ (e.g. `openssl rand -hex 32`)")
+    if len(value) < 16:
+        raise ValueError(f"{source} holds a token of {len(value)} characters: use 16 or more "
+                         "(e.g. `openssl rand -hex 32`)")
+    return value
 
 
 def server_tls(cert: str | None, key: str | None) -> ssl.SSLContext | None:

@@ -91,7 +91,7 @@ class Gateway:
         self.auth = auth
         self.tls = tls  # the HTTP listener's SSLContext (given to the web runner)
         self.tls_files = tls_files  # (cert, key) for the gRPC listener
-        self.strip = processor.settings.exported_content == "strip"
+        self.strip_policy = processor.strip_policy  # the processor's: one policy for both
         processor.log_processor()  # log records arrive here too: runs may wait for them
         self._inflight = 0
         self._session: ClientSession | None = None
@@ -194,7 +194,7 @@ class Gateway:
         a large JSON body never stalls the event loop)."""
         decoded = decode(body, content_type=media, signal=signal)
         json_body = media.split(";", maxsplit=1)[0].strip().lower() == _JSON
-        if json_body or (self.strip and signal != "metrics"):
+        if json_body or (self.strip_policy is not None and signal != "metrics"):
             return decoded, self._payload_of(signal, decoded)
         return decoded, body
 
@@ -234,14 +234,15 @@ class Gateway:
 
     def _payload_of(self, signal: str, decoded: Any) -> bytes:
         """Protobuf bytes of ``decoded``, without GenAI content when stripping."""
-        if not self.strip or signal == "metrics":
+        policy = self.strip_policy
+        if policy is None or signal == "metrics":
             return bytes(decoded.SerializeToString())
         forwarded = type(decoded)()
         forwarded.CopyFrom(decoded)
         if signal == "traces":
-            strip_spans(forwarded)
+            strip_spans(forwarded, policy)
         else:
-            strip_logs(forwarded)
+            strip_logs(forwarded, policy)
         return bytes(forwarded.SerializeToString())
 
     async def _forward_body(self, signal: str, body: bytes) -> tuple[int | None, str]:

@@ -37,7 +37,7 @@ from otel_scorers.errors import (
     JudgeTimeoutError,
     JudgeTruncatedError,
 )
-from otel_scorers.judge.fence import FENCE_RULES, Fence, truncate
+from otel_scorers.judge.fence import FENCE_RULES, Fence, redact_truncate, truncate
 from otel_scorers.judge.litellm_transport import LiteLLMTransport
 from otel_scorers.judge.local import LocalTransport
 from otel_scorers.judge.openai_compatible import DirectTransport, applies
@@ -60,6 +60,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+#: An error message's longest form in telemetry and on the CLI (a provider may answer with a
+#: page of HTML, or worse): head and tail are kept.
+MAX_ERROR_CHARS = 2_000
 
 T = TypeVar("T", bound=BaseModel)
 DEFAULT_LOCAL_MODEL = "local/smollm2"
@@ -181,8 +184,10 @@ class JudgeClient:
         provider answering 401 often quotes the key it was given; that text becomes an
         attribute, an event, a CLI line."""
         message = mask_secrets(str(error), [self._api_key or "", *environment_secrets()])
-        if self.redactor is not None:
-            message = self.redactor(message)
+        if self.redactor is not None:  # a hostile provider's message is bounded first
+            message = redact_truncate(message, MAX_ERROR_CHARS, self.redactor)
+        else:
+            message = truncate(message, MAX_ERROR_CHARS)
         if isinstance(error, JudgeAuthError):
             message = f"{self.key_hint(missing=error.missing)}; {message}"
         error.args = (message,)
@@ -280,7 +285,7 @@ class JudgeClient:
 
     def _prepare(self, text: str) -> str:
         if self.redactor is not None:
-            text = self.redactor(text)
+            return redact_truncate(text, self.max_field_chars, self.redactor)
         return truncate(text, self.max_field_chars)
 
     def _response_format(self, model: type[BaseModel], mode: StructuredOutput) -> Any:

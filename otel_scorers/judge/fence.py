@@ -10,9 +10,9 @@ first line of the user message; the system prompt stays identical from call to c
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-__all__ = ["FENCE_RULES", "Fence", "truncate"]
+__all__ = ["FENCE_RULES", "REDACTION_MARGIN", "Fence", "redact_truncate", "truncate"]
 
 TRUNCATION_MARKER = "\n[... {omitted} characters truncated by otel-scorers ...]\n"
 
@@ -29,6 +29,27 @@ def truncate(text: str, limit: int) -> str:
     tail = limit - head
     omitted = len(text) - head - tail
     return text[:head] + TRUNCATION_MARKER.format(omitted=omitted) + text[len(text) - tail:]
+
+
+#: Characters past each cut that are redacted along with the kept text, so that a secret
+#: straddling the cut is still recognised whole (every secret pattern is shorter than this; a
+#: private-key block that runs past it is redacted to the end of the window).
+REDACTION_MARGIN = 16_384
+
+
+def redact_truncate(text: str, limit: int, redactor: Callable[[str], str]) -> str:
+    """``truncate(redactor(text), limit)``, redacting only what truncation keeps (plus
+    :data:`REDACTION_MARGIN` on each side of a cut): the cost is bounded by ``limit``, not by
+    the text, so a megabyte of hostile content cannot hold the application's threads."""
+    if limit <= 0 or len(text) <= limit + 2 * REDACTION_MARGIN:
+        return truncate(redactor(text), limit)
+    head = (limit * 2) // 3
+    tail = limit - head
+    kept_head = redactor(text[:head + REDACTION_MARGIN])[:head]
+    kept_tail = redactor(text[len(text) - tail - REDACTION_MARGIN:])
+    kept_tail = kept_tail[len(kept_tail) - tail:] if tail else ""
+    omitted = len(text) - head - tail
+    return kept_head + TRUNCATION_MARKER.format(omitted=omitted) + kept_tail
 
 
 class Fence:

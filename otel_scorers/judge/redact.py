@@ -30,26 +30,35 @@ _PHONE = re.compile(
     r"|\d{3}[ .-]\d{3,4}[ .-]\d{4}"                          # plain: 415-555-0132
     r")(?!\w)"
 )
-_PEM = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----.*?"
-                  r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----", re.DOTALL)
+#: PEM private-key markers. A block is found by scanning from marker to marker (linear in the
+#: text), never by one ``BEGIN.*?END`` pattern: that is quadratic on repeated BEGIN lines with
+#: no END (issue 25), and it runs under the GIL on the application's threads.
+_PEM_BEGIN = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )?(?:[A-Z0-9]+ )?PRIVATE KEY-----")
+_PEM_END = re.compile(r"-----END (?:[A-Z0-9]+ )?(?:[A-Z0-9]+ )?PRIVATE KEY-----")
 _URL_USERINFO = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")
 #: 40 characters of base64 alphabet standing alone: an AWS secret access key when it mixes
 #: upper case, lower case and digits (a hex digest or a word run does not).
 _AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+#: Secret patterns, each starting with literal text so that the regex engine skips to its
+#: candidates instead of trying every position (a leading ``\b`` would defeat that: the word
+#: boundary on the left is checked by :func:`_redact_secret` instead). Python's ``re``
+#: backtracks, so none may nest quantifiers: each is linear in the text.
 _SECRET_PATTERNS = (
-    r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}",     # OpenAI / Anthropic style keys
-    r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{10,}",  # Stripe secret and restricted keys
-    r"\bwhsec_[0-9A-Za-z]{16,}",                   # Stripe webhook secrets
-    r"(?i:\bbasic\s+[A-Za-z0-9+/]{8,}={0,2})",       # HTTP Basic credentials
-    r"\bAKIA[0-9A-Z]{16}\b",                       # AWS access key id
-    r"\bgh[pousr]_[A-Za-z0-9]{30,}\b",             # GitHub tokens
-    r"\bxox[abprs]-[A-Za-z0-9-]{10,}",             # Slack tokens
-    r"\bAIza[0-9A-Za-z_-]{35}\b",                  # Google API keys
-    r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",  # JWTs
-    r"(?i:\bbearer\s+[A-Za-z0-9._~+/-]{16,}=*)",
-    r"(?i:(?:api[_-]?key|secret|token|password)[\"']?\s*[:=]\s*[\"']?[^\s\"',;]{8,})",
+    r"sk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}",      # OpenAI / Anthropic style keys
+    r"[sr]k_(?:live|test)_[0-9A-Za-z]{10,}",      # Stripe secret and restricted keys
+    r"whsec_[0-9A-Za-z]{16,}",                    # Stripe webhook secrets
+    r"[Bb][Aa][Ss][Ii][Cc]\s+[A-Za-z0-9+/]{8,}={0,2}",  # HTTP Basic credentials
+    r"AKIA[0-9A-Z]{16}\b",                        # AWS access key id
+    r"gh[pousr]_[A-Za-z0-9]{30,}\b",              # GitHub tokens
+    r"xox[abprs]-[A-Za-z0-9-]{10,}",              # Slack tokens
+    r"AIza[0-9A-Za-z_-]{35}\b",                   # Google API keys
+    r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",  # JWTs
+    r"[Bb][Ee][Aa][Rr][Ee][Rr]\s+[A-Za-z0-9._~+/-]{16,}=*",  # bearer tokens
 )
-_SECRET = re.compile("|".join(f"(?:{p})" for p in _SECRET_PATTERNS))
+_SECRETS = tuple(re.compile(pattern) for pattern in _SECRET_PATTERNS)
+#: ``key=value`` pairs named like secrets (no word boundary: ``my_api_key=...`` counts).
+_NAMED_SECRET = re.compile(
+    r"(?i:(?:api[_-]?key|secret|token|password)[\"']?\s*[:=]\s*[\"']?[^\s\"',;]{8,})")
 
 DEFAULT_REDACTION_KINDS = ("secret", "email", "card", "phone")
 
@@ -66,9 +75,35 @@ def _luhn_ok(digits: str) -> bool:
     return total % 10 == 0
 
 
+def _redact_pem(text: str) -> str:
+    """Replace each private-key block with one marker, in one pass. A BEGIN with no END
+    redacts to the end of the text: an unterminated key is still a key."""
+    if "PRIVATE KEY-----" not in text:
+        return text
+    out: list[str] = []
+    position = 0
+    while (begin := _PEM_BEGIN.search(text, position)) is not None:
+        out.append(text[position:begin.start()])
+        out.append("[REDACTED:secret]")
+        end = _PEM_END.search(text, begin.end())
+        if end is None:
+            return "".join(out)
+        position = end.end()
+    out.append(text[position:])
+    return "".join(out)
+
+
 def _redact_card(match: re.Match[str]) -> str:
     digits = re.sub(r"\D", "", match.group(0))
     return "[REDACTED:card]" if 13 <= len(digits) <= 19 and _luhn_ok(digits) else match.group(0)
+
+
+def _redact_secret(match: re.Match[str]) -> str:
+    """A secret pattern's match, redacted when it starts at a word boundary."""
+    start = match.start()
+    if start and (match.string[start - 1].isalnum() or match.string[start - 1] == "_"):
+        return match.group(0)
+    return "[REDACTED:secret]"
 
 
 def _redact_aws(match: re.Match[str]) -> str:
@@ -98,9 +133,11 @@ class RegexRedactor:
         # Order matters: secrets and e-mails first so their digits are not taken for phones;
         # PEM blocks before everything (their base64 lines would be cut up by the others).
         if "secret" in self.kinds:
-            text = _PEM.sub("[REDACTED:secret]", text)
+            text = _redact_pem(text)
             text = _URL_USERINFO.sub("[REDACTED:secret]", text)
-            text = _SECRET.sub("[REDACTED:secret]", text)
+            text = _NAMED_SECRET.sub("[REDACTED:secret]", text)
+            for pattern in _SECRETS:
+                text = pattern.sub(_redact_secret, text)
             text = _AWS_SECRET.sub(_redact_aws, text)
         if "email" in self.kinds:
             text = _EMAIL.sub("[REDACTED:email]", text)

@@ -21,6 +21,7 @@ from typing import Any
 from opentelemetry.sdk._logs import LogRecordProcessor
 
 from otel_scorers.capture.logs import content_of
+from otel_scorers.capture.strip import record_event_name
 from otel_scorers.capture.trace import TraceBuffer
 from otel_scorers.pipeline.content import ContentStripper
 from otel_scorers.pipeline.deferral import Deferred
@@ -58,7 +59,7 @@ class ScoringLogProcessor(LogRecordProcessor):
     def observe(self, record: Any) -> None:
         """Keep a record's GenAI content for its span; strip it when configured to."""
         attributes = getattr(record, "attributes", None)
-        event = getattr(record, "event_name", None) or ""
+        event = record_event_name(getattr(record, "event_name", None), attributes)
         if not event.startswith("gen_ai.") and not (
                 attributes and ContentStripper.has_genai_key(attributes)):
             return

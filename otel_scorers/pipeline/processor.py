@@ -38,6 +38,7 @@ from typing_extensions import Unpack
 from otel_scorers import background_loop
 from otel_scorers.capture import CaptureMapping, Extractor, Limits, attribute_dict
 from otel_scorers.capture.kinds import KIND_KEYS
+from otel_scorers.capture.strip import StripPolicy
 from otel_scorers.capture.trace import CONTENT_KEY_SET
 from otel_scorers.emit.names import Decision, Reason
 from otel_scorers.pipeline import build
@@ -155,6 +156,12 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
     @property
     def scorers(self) -> tuple[Scorer, ...]:
         return tuple(slot.scorer for slot in self._slots)
+
+    @property
+    def strip_policy(self) -> StripPolicy | None:
+        """What ``exported_content: strip`` removes (``None`` when content is kept); the
+        gateway strips what it forwards by the same policy."""
+        return self._stripper.policy if self._stripper is not None else None
 
     @property
     def queue_depth(self) -> int:

@@ -45,6 +45,9 @@ __all__ = [
 _MARKER = re.compile(r"^(?:[-*•]|\d+[.)])(?:\s+|$)")
 _SLUG = re.compile(r"[^\w]+")
 MAX_CRITERIA = 50
+#: The longest criterion a rubric that comes with a run may hold (a criterion is a sentence;
+#: anything longer is not one, and would be redacted and judged at length).
+MAX_CRITERION_CHARS = 1_000
 
 
 @dataclass(frozen=True)
@@ -210,6 +213,9 @@ class RubricScorer(LLMScorer):
                 raise ScorerInputError(f"invalid rubric in {source}: {exc}") from exc
             if len(criteria) > MAX_CRITERIA:
                 raise ScorerInputError(f"rubric in {source} has more than {MAX_CRITERIA} criteria")
+            if any(len(c.description) > MAX_CRITERION_CHARS for c in criteria):
+                raise ScorerInputError(f"rubric in {source} has a criterion longer than "
+                                       f"{MAX_CRITERION_CHARS} characters")
             if criteria:
                 return criteria, source
         return (), "none"

@@ -451,3 +451,34 @@ def _app_with_logs(url: str) -> None:
     meters.shutdown()
     logs.shutdown()
     provider.shutdown()
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    ("", "is empty"), ("  \n\t\n", "is empty"), ("short-token\n", "11 characters"),
+    ("two words in the file!", "does not hold one bearer token"),
+    (f"{TOKEN}\n{TOKEN}\n", "does not hold one bearer token"),
+])
+def test_a_token_file_without_a_valid_token_stops_the_gateway(
+        tmp_path: Path, content: str, says: str) -> None:
+    from click.testing import CliRunner
+
+    from otel_scorers.cli import main
+
+    token_file = tmp_path / "token"
+    token_file.write_text(content)
+    result = CliRunner().invoke(main, ["serve", "--upstream", "http://127.0.0.1:9",
+                                       "--port", str(free_port()), "--token-file",
+                                       str(token_file)])
+    assert result.exit_code == 2, result.output
+    assert says in result.stderr and "auth: none" not in result.output
+    assert content.strip() not in result.output or not content.strip()
+
+
+def test_a_whitespace_token_variable_is_an_error_and_an_empty_one_means_unset() -> None:
+    from otel_scorers.gateway.security import ENV_TOKEN, token_from
+
+    with pytest.raises(ValueError, match="is empty"):
+        token_from(None, {ENV_TOKEN: "   "})
+    assert token_from(None, {ENV_TOKEN: ""}) is None
+    assert token_from(None, {}) is None
+    assert token_from(None, {ENV_TOKEN: f" {TOKEN}\n"}) == TOKEN

@@ -84,3 +84,96 @@ def test_fence_nonce_never_occurs_in_content() -> None:
     assert wrapped.startswith(f"<<<{fence.nonce} BEGIN field>>>")
     assert wrapped.endswith(f"<<<{fence.nonce} END field>>>")
     assert fence.declaration().endswith(fence.nonce)
+
+
+def test_pem_blocks_are_cut_one_by_one_and_an_unterminated_key_to_the_end() -> None:
+    redact = RegexRedactor()
+    assert redact(f"{PEM}\nbetween\n{PEM}") == "[REDACTED:secret]\nbetween\n[REDACTED:secret]"
+    assert redact("keep\n-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkq") == (
+        "keep\n[REDACTED:secret]")
+    assert redact("-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n"
+                  "-----END OPENSSH PRIVATE KEY----- after") == "[REDACTED:secret] after"
+
+
+MB = 1 << 20
+
+#: Inputs built to make a backtracking pattern go quadratic (issue 25: 200 KB of repeated BEGIN
+#: lines stalled every application thread ~5 s), each about 1 MB.
+PATHOLOGICAL = {
+    "pem_begins": "-----BEGIN PRIVATE KEY-----\n",
+    "pem_rsa_begins": "-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA ",
+    "letters": "a",
+    "at_signs": "a@",
+    "domains": "a@a.",
+    "dots": "a.",
+    "digits_spaced": "1 ",
+    "digits_dashed": "1-",
+    "digits": "1234567890",
+    "phone_plus": "+1 ",
+    "phone_parens": "(1)",
+    "secret_names": "token: ",
+    "secret_equals": "password=",
+    "bearer": "bearer ",
+    "basic": "Basic ",
+    "url_userinfo": "://a:",
+    "jwt_heads": "eyJaaaaaaaaa.",
+    "key_prefixes": "sk-",
+    "slack": "xoxb-",
+    "base64": "A1a/",
+    "spaces_after_name": "token" + " " * 64,
+}
+
+
+def _best_of_3(call: object) -> float:
+    import time
+
+    best = float("inf")
+    for _ in range(3):  # the best of three: a busy machine slows a run, never all three
+        started = time.perf_counter()
+        call()  # type: ignore[operator]
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+@pytest.mark.parametrize("name", sorted(PATHOLOGICAL))
+def test_the_judge_redacts_1_mb_of_hostile_input_in_under_0_2_s(name: str) -> None:
+    """What runs on the application's threads: the judge redacts what it will send (the
+    truncated field, with a margin around each cut), so the cost does not grow with the text."""
+    from otel_scorers.judge.client import JudgeClient
+
+    unit = PATHOLOGICAL[name]
+    text = unit * (MB // len(unit))
+    judge = JudgeClient("openai/x", api_key="k", redactor=True)
+    best = _best_of_3(lambda: judge._prepare(text))
+    assert best < 0.2, f"{name}: {best:.3f} s for 1 MB"
+
+
+@pytest.mark.parametrize("name", sorted(PATHOLOGICAL))
+def test_every_pattern_is_linear(name: str) -> None:
+    """The redactor itself on all of the text: 4x the input takes about 4x the time (a
+    quadratic pattern takes 16x)."""
+    unit = PATHOLOGICAL[name]
+    redact = RegexRedactor()
+    small = unit * ((MB // 4) // len(unit))
+    large = unit * (MB // len(unit))
+    ratio = _best_of_3(lambda: redact(large)) / max(_best_of_3(lambda: redact(small)), 1e-4)
+    assert ratio < 8, f"{name}: 4x the input took {ratio:.1f}x the time"
+
+
+def test_what_truncation_keeps_is_redacted_even_across_the_cut() -> None:
+    from otel_scorers.judge.fence import REDACTION_MARGIN, redact_truncate
+
+    key = "sk-proj-" + "A1b2C3d4" * 4
+    filler = "x " * (REDACTION_MARGIN * 3)
+    limit = 3_000
+    head = (limit * 2) // 3
+    # a key across the head's cut and one across the tail's, in a text far over the limit
+    text = "a" * (head - 10) + " " + key + " " + filler + " " + key + " " + "b" * 900
+    out = redact_truncate(text, limit, RegexRedactor())
+    assert "A1b2C3d4" not in out and "sk-proj" not in out
+    assert "characters truncated by otel-scorers" in out
+    assert len(out) < limit + 100
+    # an unterminated private key in the kept head is redacted to the window's end
+    pem = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC" + "Q" * 5_000
+    out = redact_truncate(pem + filler, limit, RegexRedactor())
+    assert "MIIEvQ" not in out and out.startswith("[REDACTED:secret]")
