@@ -23,7 +23,7 @@ echo ">>> Building llama-cpp-python $VERSION for the embedded judge (core librar
 start=$(date +%s)
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-"$PYTHON" -m pip download --quiet --no-deps --no-binary :all: -d "$work" \
+"$PYTHON" -m pip download --quiet --no-deps --no-binary llama-cpp-python -d "$work" \
     "llama-cpp-python==$VERSION"
 tar xzf "$work"/llama_cpp_python-"$VERSION".tar.gz -C "$work"
 src="$work/llama_cpp_python-$VERSION"
