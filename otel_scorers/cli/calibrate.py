@@ -23,7 +23,7 @@ from typing import Any
 import click
 
 from otel_scorers.cli.errors import EXIT_FAILED, Failed, UsageProblem
-from otel_scorers.cli.options import judge_of, judge_options
+from otel_scorers.cli.options import Finite, judge_of, judge_options
 from otel_scorers.errors import ConfigError
 from otel_scorers.judge.client import JudgeClient
 
@@ -56,7 +56,7 @@ __all__ = ["calibrate"]
                    "with this judge.")
 @click.option("--json", "json_file", type=click.Path(dir_okay=False, allow_dash=True),
               help="Write the whole report as JSON to FILE ('-': stdout, instead of tables).")
-@click.option("--fail-under", type=click.FloatRange(0, 1),
+@click.option("--fail-under", type=Finite(0, 1),
               help="Exit 1 when the verdict agreement is below this, or a case failed.")
 @click.option("--emit", is_flag=True,
               help="Also send the figures as OTel metrics (otel_scorers.calibration.*) over "

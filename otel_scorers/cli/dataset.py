@@ -6,14 +6,16 @@ or the message shapes ``score --run`` takes; a record's ``rubric`` is its own, f
 scorer built without criteria). Results are JSON lines, one per record, with its line number;
 a summary table follows: the mean score, the pass rate, and for a rubric the failure rate of
 each criterion. ``--fail-under`` checks the mean (exit 1 below it); a judge error on any record
-also exits 1, since the mean would leave it out.
+also exits 1, since the mean would leave it out. The file is streamed: read once to check
+every record (a bad one is a usage error before any judge call), then again record by record
+as slots free up, so memory does not grow with it; a line may hold at most 16 MB.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -22,47 +24,61 @@ from otel_scorers import background_loop
 from otel_scorers.cli.errors import UsageProblem
 from otel_scorers.errors import ConfigError
 from otel_scorers.scorers.base import BaseScorer
-from otel_scorers.scorers.cases import json_lines
+from otel_scorers.scorers.cases import json_lines, read_lines
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.rubric import RubricAnalysis
 from otel_scorers.scorers.run import ScorerRun
 
-__all__ = ["Summary", "read_dataset", "score_dataset"]
+__all__ = ["Dataset", "Summary", "read_dataset", "score_dataset"]
 
 _KEYS = {"input", "output", "system", "rubric", "id"}
 
 
-def read_dataset(path: Path) -> list[tuple[int, ScorerRun]]:
-    """(line number, run) for every record; a bad record is a one-line usage error."""
-    runs: list[tuple[int, ScorerRun]] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageProblem(f"cannot read the dataset {path}: {exc}") from None
-    try:
-        records = list(json_lines(lines, origin=str(path)))
-    except ConfigError as exc:
-        raise UsageProblem(str(exc)) from None
-    for number, record in records:
-        if not isinstance(record, dict) or "output" not in record:
-            raise UsageProblem(f"{path}, line {number}: a record is an object with at least "
-                               "'output' (and 'input', 'system', 'rubric')")
-        unknown = set(record) - _KEYS
-        if unknown:
-            raise UsageProblem(f"{path}, line {number}: unknown keys {sorted(unknown)} "
-                               f"(expected {sorted(_KEYS)})")
-        shape = {"input": record.get("input"), "output": record["output"],
-                 "system": record.get("system"),
-                 "requestContext": {"rubric": record["rubric"]} if "rubric" in record else {}}
-        if "id" in record:
-            shape["runId"] = str(record["id"])
+class Dataset:
+    """A dataset file, checked whole in one streaming pass (a bad record is a usage error
+    before anything is judged), then read again record by record: memory does not grow with
+    the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.records = sum(1 for _ in self)
+        if not self.records:
+            raise UsageProblem(f"the dataset {path} has no records")
+
+    def __len__(self) -> int:
+        return self.records
+
+    def __iter__(self) -> Iterator[tuple[int, ScorerRun]]:
         try:
-            runs.append((number, ScorerRun.coerce(shape)))
-        except (TypeError, ValueError) as exc:
-            raise UsageProblem(f"{path}, line {number}: {exc}") from None
-    if not runs:
-        raise UsageProblem(f"the dataset {path} has no records")
-    return runs
+            for number, record in json_lines(read_lines(self.path, "dataset"),
+                                             origin=str(self.path)):
+                yield number, _run_of(self.path, number, record)
+        except ConfigError as exc:
+            raise UsageProblem(str(exc)) from None
+
+
+def read_dataset(path: Path) -> Dataset:
+    """The dataset's (line number, run) records; a bad record is a one-line usage error."""
+    return Dataset(path)
+
+
+def _run_of(path: Path, number: int, record: Any) -> ScorerRun:
+    if not isinstance(record, dict) or "output" not in record:
+        raise UsageProblem(f"{path}, line {number}: a record is an object with at least "
+                           "'output' (and 'input', 'system', 'rubric')")
+    unknown = set(record) - _KEYS
+    if unknown:
+        raise UsageProblem(f"{path}, line {number}: unknown keys {sorted(unknown)} "
+                           f"(expected {sorted(_KEYS)})")
+    shape = {"input": record.get("input"), "output": record["output"],
+             "system": record.get("system"),
+             "requestContext": {"rubric": record["rubric"]} if "rubric" in record else {}}
+    if "id" in record:
+        shape["runId"] = str(record["id"])
+    try:
+        return ScorerRun.coerce(shape)
+    except (TypeError, ValueError) as exc:
+        raise UsageProblem(f"{path}, line {number}: {exc}") from None
 
 
 @dataclass
@@ -74,9 +90,11 @@ class Summary:
     skipped: int = 0
     errors: int = 0
     scale: float = 1.0
-    scores: list[float] = field(default_factory=list)
-    passed: list[bool] = field(default_factory=list)
-    criteria: dict[str, list[bool]] = field(default_factory=dict)  # description -> satisfied
+    total: float = 0.0
+    passes: int = 0
+    verdicts: int = 0  # results with a pass verdict
+    #: description -> [failed, judged]: counts, so that memory does not grow with the records
+    criteria: dict[str, list[int]] = field(default_factory=dict)
 
     def add(self, result: ScoreResult) -> None:
         self.records += 1
@@ -88,41 +106,56 @@ class Summary:
             self.skipped += 1
             return
         self.scored += 1
-        self.scores.append(result.score)
+        self.total += result.score
         if result.passed is not None:
-            self.passed.append(result.passed)
+            self.verdicts += 1
+            self.passes += bool(result.passed)
         if isinstance(result.analysis, RubricAnalysis):
             for criterion in result.analysis.criteria:
-                self.criteria.setdefault(criterion.description, []).append(criterion.satisfied)
+                counts = self.criteria.setdefault(criterion.description, [0, 0])
+                counts[0] += not criterion.satisfied
+                counts[1] += 1
 
     @property
     def mean(self) -> float | None:
-        return sum(self.scores) / len(self.scores) if self.scores else None
+        return self.total / self.scored if self.scored else None
 
     @property
     def pass_rate(self) -> float | None:
-        return sum(self.passed) / len(self.passed) if self.passed else None
+        return self.passes / self.verdicts if self.verdicts else None
 
 
-def score_dataset(scorer: BaseScorer, runs: Sequence[tuple[int, ScorerRun]], out: IO[str], *,
+def score_dataset(scorer: BaseScorer, runs: Iterable[tuple[int, ScorerRun]], out: IO[str], *,
                   concurrency: int, advance: Callable[[], None] | None = None) -> Summary:
-    """Score every run (``concurrency`` at a time), writing each result line as it comes."""
+    """Score every run (``concurrency`` at a time, the next record read only when a slot is
+    free), writing each result line as it comes."""
     summary = Summary()
 
     async def everything() -> None:
         gate = asyncio.Semaphore(concurrency)
+        tasks: set[asyncio.Task[None]] = set()
 
         async def one(number: int, run: ScorerRun) -> None:
-            async with gate:
+            try:
                 result = (await scorer.arun(run)).reported()
+            finally:
+                gate.release()
             summary.add(result)
             out.write(json.dumps({"line": number, **result.to_dict()}, ensure_ascii=False,
-                                 default=str) + "\n")
+                                 default=str, allow_nan=False) + "\n")
             out.flush()
             if advance is not None:
                 advance()
 
-        await asyncio.gather(*(one(number, run) for number, run in runs))
+        try:
+            for number, run in runs:
+                await gate.acquire()
+                task = asyncio.get_running_loop().create_task(one(number, run))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        finally:
+            if tasks:
+                await asyncio.gather(*tasks)
 
     background_loop.run_sync(everything())
     return summary
@@ -141,7 +174,6 @@ def summary_table(summary: Summary, name: str) -> Any:
     table.add_row("pass rate", "-" if rate is None else f"{rate:.1%}")
     table.add_row("scored / skipped / errors",
                   f"{summary.scored} / {summary.skipped} / {summary.errors}")
-    for description, verdicts in summary.criteria.items():
-        failed = verdicts.count(False) / len(verdicts)
-        table.add_row(f"fails: {description}", f"{failed:.1%}")
+    for description, (failed, judged) in summary.criteria.items():
+        table.add_row(f"fails: {description}", f"{failed / judged:.1%}")
     return table

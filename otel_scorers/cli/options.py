@@ -12,9 +12,25 @@ from otel_scorers.cli.errors import UsageProblem
 from otel_scorers.errors import ConfigError
 from otel_scorers.judge.client import ENV_API_BASE, ENV_API_KEY, ENV_MODEL, JudgeClient
 
-__all__ = ["judge_of", "judge_options"]
+__all__ = ["Finite", "judge_of", "judge_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Finite(click.FloatRange):
+    """A float in a range that is a real number: ``inf`` and ``nan`` pass ``click.FloatRange``
+    (``nan`` compares false with every bound), never this."""
+
+    name = "float"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        import math
+
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 def judge_options(command: F) -> F:
@@ -24,7 +40,7 @@ def judge_options(command: F) -> F:
         click.option("--model", help=f"Judge model (litellm string). [env {ENV_MODEL}]"),
         click.option("--api-base", help=f"Judge API base URL. [env {ENV_API_BASE}]"),
         click.option("--api-key", help=f"Judge API key. [env {ENV_API_KEY}]"),
-        click.option("--timeout", type=float, default=None,
+        click.option("--timeout", type=Finite(0.1, 3600), default=None,
                      help="Seconds per judge call. [env OTEL_SCORERS_JUDGE_TIMEOUT; 60]"),
         click.option("--redact/--no-redact", default=None,
                      help="Redact e-mails, phones, card numbers and secrets before judging. "

@@ -72,7 +72,7 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
     from rich.console import Console
 
     from otel_scorers.otlp import OTLPDecodeError, Telemetry
-    from otel_scorers.rescore import Rescorer, done_pairs
+    from otel_scorers.rescore import OutputError, Rescorer, done_pairs
 
     console = Console(stderr=True)
     telemetry = Telemetry(otlp_endpoint, service_name="otel-scorers-rescore") if (
@@ -95,6 +95,10 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
             return
         outcome = _judge(rescorer, files, plan.to_judge, out_path, restart, limit, done,
                          console, progress)
+    except OutputError as exc:  # `rescore ... | head -1`, a full disk: one line, exit 1
+        if output is None:
+            _quiet_stdout()
+        raise Failed(f"stopped: {exc.strerror}; no further judge calls were made") from None
     except (OTLPDecodeError, OSError) as exc:
         raise UsageProblem(str(exc)) from None
     finally:
@@ -154,3 +158,16 @@ def _judge(rescorer: Any, files: tuple[str, ...], total: int, out_path: Path | N
         if stream is not sys.stdout:
             stream.close()
     return dict(plan.outcome)
+
+
+def _quiet_stdout() -> None:
+    """stdout's reader is gone: point it at /dev/null, so that nothing (Python's own flush at
+    exit included) fails on it again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass

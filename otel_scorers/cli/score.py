@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from otel_scorers.cli.errors import EXIT_FAILED, UsageProblem
-from otel_scorers.cli.options import judge_of, judge_options
+from otel_scorers.cli.options import Finite, judge_of, judge_options
 from otel_scorers.errors import ConfigError
 from otel_scorers.scorers.alignment import (
     AlignmentAnalysis,
@@ -69,7 +69,8 @@ def _build_run(run_file: str | None, input_text: str | None, system: tuple[str, 
               help="Optional criterion: judged and reported, never gating (repeatable).")
 @click.option("--mode", type=click.Choice(["user", "system", "both"]), default="both",
               show_default=True, help="Prompt-alignment evaluation mode.")
-@click.option("--scale", type=float, default=1.0, show_default=True, help="Maximum score.")
+@click.option("--scale", type=Finite(0, 1e6, min_open=True), default=1.0, show_default=True,
+              help="Maximum score.")
 @click.option("--input", "input_text", metavar="TEXT", help="The user prompt (or @file).")
 @click.option("--system", multiple=True, metavar="TEXT",
               help="A system message (repeatable, or @file).")
@@ -78,7 +79,7 @@ def _build_run(run_file: str | None, input_text: str | None, system: tuple[str, 
               help="The run as JSON (the seed's shapes); --input/--system/--output override.")
 @judge_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (to_dict()).")
-@click.option("--fail-under", type=float, default=None,
+@click.option("--fail-under", type=Finite(), default=None,
               help="Exit 1 when the score (with --dataset: the mean) is below this value, or "
                    "nothing was judged.")
 @click.option("--dataset", type=click.Path(exists=True, dir_okay=False),
@@ -122,7 +123,7 @@ def score(scorer_name: str, criteria: tuple[str, ...], optional: tuple[str, ...]
     assert run is not None
     result = scorer.run(run).reported()
     if as_json:  # the result, error or not, is the output
-        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, allow_nan=False))
     elif result.error is None:
         _print_result(result)
     if result.error is not None:

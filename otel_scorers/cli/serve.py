@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from otel_scorers.cli.errors import UsageProblem
+from otel_scorers.cli.options import Finite
 from otel_scorers.cli.rescore import processor_for
 
 __all__ = ["serve"]
@@ -17,25 +18,25 @@ __all__ = ["serve"]
               help="Base URL of the OTLP/HTTP receiver traces are forwarded to (a Collector: "
                    "http://collector:4318). [env OTEL_SCORERS_UPSTREAM]")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=int, default=4318, show_default=True,
+@click.option("--port", type=click.IntRange(1, 65535), default=4318, show_default=True,
               help="OTLP/HTTP port (/v1/traces, /health, /metrics).")
-@click.option("--grpc-port", type=int, default=4317, show_default=True,
+@click.option("--grpc-port", type=click.IntRange(0, 65535), default=4317, show_default=True,
               help="OTLP/gRPC port (what the Collector's load-balancing exporter sends); "
                    "0 disables it.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False),
               help="YAML settings file, as for live scoring (default: $OTEL_SCORERS_CONFIG).")
 @click.option("--max-inflight", type=click.IntRange(1), default=64, show_default=True,
               help="Requests handled at once; more get 503 with Retry-After.")
-@click.option("--max-body-mb", type=click.FloatRange(0.1), default=16.0, show_default=True,
+@click.option("--max-body-mb", type=Finite(0.1, 4096), default=16.0, show_default=True,
               help="Largest request body accepted (after decompression).")
-@click.option("--forward-timeout", type=float, default=10.0, show_default=True,
+@click.option("--forward-timeout", type=Finite(0.1, 3600), default=10.0, show_default=True,
               help="Seconds to wait for the upstream per request.")
-@click.option("--metric-interval", type=float, default=10.0, show_default=True,
+@click.option("--metric-interval", type=Finite(0.1, 86400), default=10.0, show_default=True,
               help="Seconds between OTLP metric exports upstream.")
 @click.option("--upstream-header", "upstream_headers", multiple=True, metavar="KEY=VALUE",
               help="Header sent upstream with forwarded traces and evaluation telemetry "
                    "(repeatable; e.g. an API key). Default: OTEL_EXPORTER_OTLP_HEADERS.")
-@click.option("--read-timeout", type=click.FloatRange(0.1), default=30.0, show_default=True,
+@click.option("--read-timeout", type=Finite(0.1, 3600), default=30.0, show_default=True,
               help="Seconds a request body may take to arrive; a stalled upload gets 408.")
 @click.option("--token-file", type=click.Path(dir_okay=False),
               help="File holding the bearer token senders must present on /v1/* (HTTP and "
@@ -43,10 +44,11 @@ __all__ = ["serve"]
 @click.option("--tls-cert", type=click.Path(dir_okay=False),
               help="PEM certificate chain: serve both listeners over TLS (with --tls-key).")
 @click.option("--tls-key", type=click.Path(dir_okay=False), help="PEM private key for TLS.")
-@click.option("--shutdown-timeout", type=click.FloatRange(0.1), default=10.0,
+@click.option("--shutdown-timeout", type=Finite(0.1, 3600), default=10.0,
               show_default=True,
-              help="On SIGTERM, seconds to let queued evaluations finish (forwarding stops at "
-                   "once; within a typical 30 s termination grace period).")
+              help="On SIGTERM, seconds to let queued evaluations finish, then to flush the "
+                   "evaluation telemetry (also each export's timeout); requests in flight get "
+                   "--forward-timeout first. Within a typical 30 s termination grace period.")
 def serve(upstream: str, host: str, port: int, grpc_port: int, config_file: str | None,
           max_inflight: int,
           max_body_mb: float, forward_timeout: float, metric_interval: float,
@@ -76,7 +78,8 @@ def serve(upstream: str, host: str, port: int, grpc_port: int, config_file: str 
     _check_free(host, port, grpc_port)
     telemetry = Telemetry(upstream, service_name="otel-scorers-gateway",
                           metric_interval_s=metric_interval,
-                          extra_readers=[PrometheusMetricReader()], headers=headers or None)
+                          extra_readers=[PrometheusMetricReader()], headers=headers or None,
+                          timeout_s=shutdown_timeout)
     processor = processor_for(config_file, telemetry, shutdown_timeout_s=shutdown_timeout)
     gateway = Gateway(processor, upstream, meter_provider=telemetry.meter_provider,
                       max_body_bytes=int(max_body_mb * 1024 * 1024), max_inflight=max_inflight,
@@ -100,7 +103,9 @@ def serve(upstream: str, host: str, port: int, grpc_port: int, config_file: str 
                f"judge: {_judges(processor)}; "
                f"auth: {'bearer token' if auth else 'none'}; "
                f"tls: {'on' if tls else 'off'})", err=True)
-    web.run_app(app, host=host, port=port, print=None, handle_signals=True, ssl_context=tls)
+    # on SIGTERM, requests in flight get at most --forward-timeout more (not aiohttp's 60 s)
+    web.run_app(app, host=host, port=port, print=None, handle_signals=True, ssl_context=tls,
+                shutdown_timeout=forward_timeout)
 
 
 def _judges(processor: Any) -> str:

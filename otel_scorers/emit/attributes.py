@@ -88,6 +88,8 @@ def result_attributes(result: ScoreResult, prefix: str,
         put(n.ATTR_JUDGE_OUTPUT_TOKENS, usage.completion_tokens)
         put(n.ATTR_JUDGE_COST_USD, usage.cost_usd)
         put(n.ATTR_JUDGE_LATENCY_S, round(usage.latency_s, 6))
+        if usage.estimated:
+            put(n.ATTR_JUDGE_TOKENS_ESTIMATED, True)
     analysis = result.analysis
     if isinstance(analysis, RubricAnalysis):
         _rubric(analysis, put, policy)

@@ -5,7 +5,10 @@ dimension, decision, reason, error type. Never text, never run or trace ids. Two
 application and could multiply without end: criterion ids (dynamic rubrics) and agent names.
 At most ``max_criteria_series`` distinct criterion ids per scorer and ``max_agents`` distinct
 agent names are recorded; the rest count under ``"_other"``, and every value folded so is
-counted in ``otel_scorers.metric.overflow`` (by ``label``: ``criterion`` or ``agent``).
+counted in ``otel_scorers.metric.overflow`` (by ``label``: ``criterion`` or ``agent``). The
+caps multiply (100 agents x 100 criteria x verdicts), so each instrument also keeps at most
+:data:`MAX_SERIES` attribute sets: past that, a new set records with its agent and criterion
+as ``"_other"`` (``label="series"`` in the overflow counter), and the series stay bounded.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ from otel_scorers.scorers.rubric import RubricAnalysis
 __all__ = ["ScorerMetrics"]
 
 OTHER = "_other"
+#: The most attribute sets one instrument records before folding agent and criterion.
+MAX_SERIES = 2_000
+#: The labels that come from the application and are folded past :data:`MAX_SERIES`.
+_FOLDED = (n.M_AGENT, n.M_CRITERION)
 
 
 class ScorerMetrics:
@@ -78,6 +85,7 @@ class ScorerMetrics:
         self._max_agents = max_agents
         self._criteria: dict[str, set[str]] = {}
         self._agents: set[str] = set()
+        self._series: dict[str, set[tuple[tuple[str, Any], ...]]] = {}
         self._lock = threading.Lock()
         if queue_depth is not None:
             _observe(meter, self, n.METRIC_QUEUE_DEPTH, "gauge", "{run}",
@@ -102,30 +110,47 @@ class ScorerMetrics:
             usage = result.judge
             outcome = "error" if result.error is not None else "ok"
             judge_attrs = {**base, n.M_JUDGE_MODEL: model}
-            self.judge_duration.record(usage.latency_s, {**judge_attrs, n.M_OUTCOME: outcome})
+            self.judge_duration.record(usage.latency_s, self._bounded(
+                n.METRIC_JUDGE_DURATION, {**judge_attrs, n.M_OUTCOME: outcome}))
             if usage.prompt_tokens:
-                self.judge_tokens.add(usage.prompt_tokens, {**judge_attrs,
-                                                            n.M_TOKEN_TYPE: "input"})
+                self.judge_tokens.add(usage.prompt_tokens, self._bounded(
+                    n.METRIC_JUDGE_TOKENS, {**judge_attrs, n.M_TOKEN_TYPE: "input"}))
             if usage.completion_tokens:
-                self.judge_tokens.add(usage.completion_tokens, {**judge_attrs,
-                                                                n.M_TOKEN_TYPE: "output"})
+                self.judge_tokens.add(usage.completion_tokens, self._bounded(
+                    n.METRIC_JUDGE_TOKENS, {**judge_attrs, n.M_TOKEN_TYPE: "output"}))
             if usage.cost_usd:
-                self.judge_cost.add(usage.cost_usd, judge_attrs)
+                self.judge_cost.add(usage.cost_usd, self._bounded(n.METRIC_JUDGE_COST, judge_attrs))
         if result.score is None:
             return
         labelled = {**base, n.M_LABEL: result.label or "none"}
-        self.score.record(result.score / result.scale, labelled)
+        self.score.record(result.score / result.scale, self._bounded(n.METRIC_SCORE, labelled))
         passed = "none" if result.passed is None else str(result.passed).lower()
-        self.evaluations.add(1, {**labelled, n.M_PASSED: passed, n.M_JUDGE_MODEL: model})
+        self.evaluations.add(1, self._bounded(n.METRIC_EVALUATIONS, {
+            **labelled, n.M_PASSED: passed, n.M_JUDGE_MODEL: model}))
         if isinstance(result.analysis, RubricAnalysis):
             ids = emitted_ids(result.analysis, self._content_free)
             for ident, criterion in zip(ids, result.analysis.criteria, strict=True):
-                self.verdicts.add(1, {
+                self.verdicts.add(1, self._bounded(n.METRIC_CRITERION_VERDICTS, {
                     **base, n.M_CRITERION: self._criterion(result.scorer, ident),
                     n.M_SATISFIED: str(criterion.satisfied).lower(),
-                    n.M_REQUIRED: str(criterion.required).lower()})
+                    n.M_REQUIRED: str(criterion.required).lower()}))
         for side, dimension, score in dimension_scores(result):
-            self.dimensions.record(score, {**base, n.M_SIDE: side, n.M_DIMENSION: dimension})
+            self.dimensions.record(score, self._bounded(n.METRIC_DIMENSION_SCORE, {
+                **base, n.M_SIDE: side, n.M_DIMENSION: dimension}))
+
+    def _bounded(self, metric: str, attrs: dict[str, Any]) -> dict[str, Any]:
+        """``attrs``, or with agent and criterion folded to ``_other`` once ``metric`` holds
+        :data:`MAX_SERIES` attribute sets (counted, ``label="series"``)."""
+        key = tuple(sorted(attrs.items()))
+        with self._lock:
+            seen = self._series.setdefault(metric, set())
+            if key in seen:
+                return attrs
+            if len(seen) < MAX_SERIES:
+                seen.add(key)
+                return attrs
+        self.overflow.add(1, {n.M_LABEL: "series"})
+        return {key: (OTHER if key in _FOLDED else value) for key, value in attrs.items()}
 
     def _criterion(self, scorer: str, criterion: str) -> str:
         with self._lock:

@@ -65,6 +65,7 @@ ATTR_JUDGE_INPUT_TOKENS: Final = "judge.input_tokens"
 ATTR_JUDGE_OUTPUT_TOKENS: Final = "judge.output_tokens"
 ATTR_JUDGE_COST_USD: Final = "judge.cost_usd"
 ATTR_JUDGE_LATENCY_S: Final = "judge.latency_s"
+ATTR_JUDGE_TOKENS_ESTIMATED: Final = "judge.tokens_estimated"  # no usage reported: estimated
 # What was evaluated
 ATTR_AGENT_NAME: Final = "agent.name"
 ATTR_EVALUATED_SPAN_ID: Final = "evaluated.span_id"

@@ -31,9 +31,18 @@ def grpc_server(gateway: Gateway, address: str) -> Any:
 
     import grpc
 
-    codes = {400: grpc.StatusCode.INVALID_ARGUMENT, 413: grpc.StatusCode.RESOURCE_EXHAUSTED,
-             429: grpc.StatusCode.RESOURCE_EXHAUSTED, 502: grpc.StatusCode.UNAVAILABLE,
-             503: grpc.StatusCode.UNAVAILABLE}
+    # the upstream's HTTP answer as the gRPC status a sender acts on (retry only UNAVAILABLE)
+    codes = {400: grpc.StatusCode.INVALID_ARGUMENT, 401: grpc.StatusCode.UNAUTHENTICATED,
+             403: grpc.StatusCode.PERMISSION_DENIED, 404: grpc.StatusCode.UNIMPLEMENTED,
+             413: grpc.StatusCode.RESOURCE_EXHAUSTED, 429: grpc.StatusCode.RESOURCE_EXHAUSTED,
+             500: grpc.StatusCode.INTERNAL, 501: grpc.StatusCode.UNIMPLEMENTED,
+             502: grpc.StatusCode.UNAVAILABLE, 503: grpc.StatusCode.UNAVAILABLE,
+             504: grpc.StatusCode.DEADLINE_EXCEEDED}
+
+    def code_of(status: int) -> Any:
+        if status in codes:
+            return codes[status]
+        return grpc.StatusCode.UNAVAILABLE if status >= 500 else grpc.StatusCode.INVALID_ARGUMENT
 
     def export(signal: str, response: Callable[[], Any]) -> Callable[[Any, Any, Any], Any]:
         def method(_self: Any, request: Any, context: Any) -> Any:
@@ -52,7 +61,7 @@ def grpc_server(gateway: Gateway, address: str) -> Any:
                 future.cancel()
                 context.abort(grpc.StatusCode.UNAVAILABLE, f"gateway: {type(exc).__name__}")
             if status != 200:
-                context.abort(codes.get(status, grpc.StatusCode.INVALID_ARGUMENT), message)
+                context.abort(code_of(status), message)
             return response()
         return method
 

@@ -183,11 +183,15 @@ class JudgeClient:
         key-like environment value are masked, then the redactor (if any) runs on it. A
         provider answering 401 often quotes the key it was given; that text becomes an
         attribute, an event, a CLI line."""
-        message = mask_secrets(str(error), [self._api_key or "", *environment_secrets()])
-        if self.redactor is not None:  # a hostile provider's message is bounded first
-            message = redact_truncate(message, MAX_ERROR_CHARS, self.redactor)
-        else:
-            message = truncate(message, MAX_ERROR_CHARS)
+        secrets = [self._api_key or "", *environment_secrets()]
+        redactor = self.redactor
+
+        def clean(text: str) -> str:
+            text = mask_secrets(text, secrets)
+            return redactor(text) if redactor is not None else text
+
+        # a hostile provider's message is cut first: what is kept (and a margin) is cleaned
+        message = redact_truncate(str(error), MAX_ERROR_CHARS, clean)
         if isinstance(error, JudgeAuthError):
             message = f"{self.key_hint(missing=error.missing)}; {message}"
         error.args = (message,)
@@ -329,7 +333,14 @@ class JudgeClient:
                 meter.retries += 1
                 await asyncio.sleep(delay)
                 continue
-            meter.add(answer.prompt_tokens, answer.completion_tokens, answer.cost_usd)
+            prompt_tokens, completion_tokens = answer.prompt_tokens, answer.completion_tokens
+            if not prompt_tokens and not completion_tokens:
+                # no usage reported (some servers, proxies and local models): estimated from
+                # the sizes, ~4 characters a token, so that the token budget still counts
+                prompt_tokens = sum(len(str(m.get("content", ""))) for m in messages) // 4 + 1
+                completion_tokens = len(answer.content or "") // 4 + 1
+                meter.estimated = True
+            meter.add(prompt_tokens, completion_tokens, answer.cost_usd)
             if answer.finish_reason == "length":
                 raise JudgeTruncatedError("judge answer was cut at max_tokens (finish_reason="
                                           "length); raise max_tokens or shorten the rubric")

@@ -1,7 +1,8 @@
 """The litellm transport: any provider litellm knows (OpenAI, Anthropic, Azure, Bedrock, Vertex,
 Ollama, vLLM, ...), for every judge the direct transport does not take.
 
-litellm is imported on the first call, in a worker thread (its import takes seconds); its
+litellm is imported on the first call, in a worker thread (its import takes seconds); it reads
+answers through this library's bounded session (:mod:`otel_scorers.judge.bounded`); its
 retries are off (the client retries, with its own policy), and its exceptions are classified
 into this library's judge errors here, so nothing of litellm's leaves this module.
 """
@@ -12,6 +13,14 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from otel_scorers.errors import JudgeResponseError
+from otel_scorers.judge.bounded import (
+    ACCEPTED_ENCODINGS,
+    MAX_RESPONSE_BYTES,
+    bounded_session,
+    overflowed,
+    watch,
+)
 from otel_scorers.judge.provider import cost_of, load_litellm
 from otel_scorers.judge.retry import classify_exception
 from otel_scorers.judge.transport import ChatRequest, ChatResponse, StructuredOutput
@@ -46,11 +55,21 @@ class LiteLLMTransport:
             kwargs["api_base"] = self.api_base
         if self._api_key:
             kwargs["api_key"] = self._api_key
+        # litellm reads the answer through the library's own bounded session (8 MB after
+        # decompression): a gzip bomb or an endless body is an error, not gigabytes
+        kwargs["shared_session"] = bounded_session()
+        kwargs["extra_headers"] = {**dict(kwargs.get("extra_headers") or {}),
+                                   "Accept-Encoding": ACCEPTED_ENCODINGS}
+        flag = watch()
         try:
             response = await litellm.acompletion(**kwargs)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            if overflowed(flag):
+                raise JudgeResponseError(
+                    f"judge response is larger than {MAX_RESPONSE_BYTES // (1024 * 1024)} MB"
+                ) from None
             raise classify_exception(exc) from None  # the original may quote the key
         usage = getattr(response, "usage", None)
         choice = response.choices[0] if getattr(response, "choices", None) else None

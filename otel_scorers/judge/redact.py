@@ -154,18 +154,89 @@ class RegexRedactor:
 
 
 _SECRET_NAME = re.compile(r"(?:API_KEY|_KEY|TOKEN|SECRET|PASSWORD|PASSWD)$", re.IGNORECASE)
+_PROXY_NAMES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                "all_proxy")
+#: A piece of a secret this long (or longer) found in a text is masked too: a provider that
+#: echoes a prefix, a suffix or the middle of a key gives it away.
+PARTIAL_SECRET_CHARS = 10
 
 
 def environment_secrets() -> list[str]:
     """Values of environment variables named like credentials (``*_API_KEY``, ``*_TOKEN``,
-    ``*SECRET``, ``*PASSWORD``), 8 characters or longer: never to be echoed."""
-    return [value for name, value in os.environ.items()
-            if len(value) >= 8 and _SECRET_NAME.search(name)]
+    ``*SECRET``, ``*PASSWORD``), 8 characters or longer, and the credentials of the proxy
+    variables (``HTTPS_PROXY=http://user:password@host``): never to be echoed."""
+    found = [value for name, value in os.environ.items()
+             if len(value) >= 8 and _SECRET_NAME.search(name)]
+    for name in _PROXY_NAMES:
+        value = os.environ.get(name)
+        if value and "@" in value:
+            found.extend(_url_credentials(value))
+    return found
+
+
+def _url_credentials(url: str) -> list[str]:
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        user, password = parts.username, parts.password
+    except ValueError:
+        return []
+    out = [unquote(v) for v in (password,) if v]
+    if user and password:
+        out.append(f"{unquote(user)}:{unquote(password)}")
+    return out
+
+
+def _base64_cores(secret: str) -> list[str]:
+    """What any base64 text holding ``secret`` contains, at each of the three alignments (an
+    ``Authorization: Basic base64(user:key)`` header echoed back, say)."""
+    import base64
+
+    raw = secret.encode("utf-8", "replace")
+    cores = []
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + raw).decode()
+        lead = -(-offset * 4 // 3)  # characters touched by the padding bytes in front
+        core = encoded[lead + (1 if offset else 0):len(encoded) - 4]
+        if len(core) >= PARTIAL_SECRET_CHARS:
+            cores.append(core)
+    return cores
 
 
 def mask_secrets(text: str, secrets: Iterable[str], *, min_length: int = 8) -> str:
-    """``text`` with every occurrence of each secret (of ``min_length`` or more) masked, the
-    longest first (so a secret containing another is masked whole)."""
-    for secret in sorted({s for s in secrets if len(s) >= min_length}, key=len, reverse=True):
+    """``text`` with every secret (of ``min_length`` or more) masked as ``****``: whole
+    occurrences, any piece of :data:`PARTIAL_SECRET_CHARS` or more characters of it (a prefix
+    or the middle of a key, echoed), and its base64 forms (inside a Basic credential).
+    Linear in the text: each secret's pieces are looked up by their 10-character grams."""
+    chosen = {s for s in secrets if len(s) >= min_length}
+    for secret in sorted(chosen, key=len, reverse=True):  # a secret containing another: whole
         text = text.replace(secret, "****")
-    return text
+    spans = _partial_spans(text, [piece for secret in chosen
+                                  for piece in (secret, *_base64_cores(secret))])
+    if not spans:
+        return text
+    out, position = [], 0
+    for start, end in spans:
+        out.append(text[position:start])
+        out.append("****")
+        position = end
+    out.append(text[position:])
+    return "".join(out)
+
+
+def _partial_spans(text: str, secrets: list[str]) -> list[tuple[int, int]]:
+    """Merged ``(start, end)`` spans of ``text`` that are pieces of a secret (10+ chars)."""
+    n = PARTIAL_SECRET_CHARS
+    grams = {secret[i:i + n] for secret in secrets if len(secret) >= n
+             for i in range(len(secret) - n + 1)}
+    if not grams:
+        return []
+    spans: list[tuple[int, int]] = []
+    for i in range(len(text) - n + 1):
+        if text[i:i + n] in grams:
+            if spans and i <= spans[-1][1]:
+                spans[-1] = (spans[-1][0], i + n)
+            else:
+                spans.append((i, i + n))
+    return spans

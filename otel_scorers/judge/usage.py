@@ -27,6 +27,8 @@ class JudgeUsage(BaseModel):
     #: Scorers that shared this call (one fused call for several; 0: the call was its own).
     #: Tokens and cost are this scorer's share; ``calls`` is counted on one of them.
     fused: int = 0
+    #: Tokens estimated from the request and answer sizes: the judge reported no usage.
+    estimated: bool = False
 
     @property
     def total_tokens(self) -> int:
@@ -39,6 +41,7 @@ class JudgeUsage(BaseModel):
             "completionTokens": self.completion_tokens, "costUsd": self.cost_usd,
             "latencySeconds": round(self.latency_s, 6),
             **({"fusedWith": self.fused - 1} if self.fused else {}),
+            **({"tokensEstimated": True} if self.estimated else {}),
         }
 
 
@@ -52,6 +55,7 @@ class Meter:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
+    estimated: bool = False
 
     def add(self, prompt_tokens: int, completion_tokens: int, cost: float | None) -> None:
         self.prompt_tokens += prompt_tokens
@@ -63,4 +67,4 @@ class Meter:
         return JudgeUsage(model=self.model, calls=self.calls, retries=self.retries,
                           reasks=self.reasks, prompt_tokens=self.prompt_tokens,
                           completion_tokens=self.completion_tokens, cost_usd=self.cost_usd,
-                          latency_s=time.monotonic() - self.started)
+                          latency_s=time.monotonic() - self.started, estimated=self.estimated)

@@ -31,8 +31,8 @@ class Telemetry:
     says "sent" that was not."""
 
     def __init__(self, endpoint: str, *, service_name: str, metric_interval_s: float = 10.0,
-                 extra_readers: Sequence[Any] = (), headers: Mapping[str, str] | None = None
-                 ) -> None:
+                 extra_readers: Sequence[Any] = (), headers: Mapping[str, str] | None = None,
+                 timeout_s: float | None = None) -> None:
         from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -52,21 +52,30 @@ class Telemetry:
         self.endpoint = base
         self.tracer_provider = TracerProvider(resource=resource)
         extra = dict(headers) if headers else None  # None: OTEL_EXPORTER_OTLP_HEADERS applies
+        # None: OTEL_EXPORTER_OTLP_TIMEOUT (10 s); serve bounds it by its --shutdown-timeout
+        limit: dict[str, Any] = {"timeout": timeout_s} if timeout_s is not None else {}
         self.tracer_provider.add_span_processor(BatchSpanProcessor(
-            span_exporter(endpoint=f"{base}/v1/traces", headers=extra)))
+            span_exporter(endpoint=f"{base}/v1/traces", headers=extra, **limit)))
         self.meter_provider = MeterProvider(resource=resource, metric_readers=[
             PeriodicExportingMetricReader(metric_exporter(endpoint=f"{base}/v1/metrics",
-                                                          headers=extra),
+                                                          headers=extra, **limit),
                                           export_interval_millis=metric_interval_s * 1000),
             *extra_readers])
         self.logger_provider = LoggerProvider(resource=resource)
         self.logger_provider.add_log_record_processor(BatchLogRecordProcessor(
-            log_exporter(endpoint=f"{base}/v1/logs", headers=extra)))
+            log_exporter(endpoint=f"{base}/v1/logs", headers=extra, **limit)))
 
     def shutdown(self) -> None:
-        self.tracer_provider.shutdown()  # each flushes what it holds
-        self.logger_provider.shutdown()
-        self.meter_provider.shutdown()
+        """Flush and stop the three providers, at the same time: a hung receiver costs one
+        export timeout, not three."""
+        import threading
+
+        stops = [threading.Thread(target=provider.shutdown, daemon=True) for provider in (
+            self.tracer_provider, self.logger_provider, self.meter_provider)]
+        for stop in stops:
+            stop.start()
+        for stop in stops:
+            stop.join()
 
     def outcome(self) -> str | None:
         """After ``shutdown``: ``None`` when every export succeeded, else what failed."""

@@ -12,7 +12,10 @@ that it emits nothing and never scores itself.
 The scorers are pickled to the child once. A scorer the child cannot rebuild (a class defined
 in the application's ``__main__``, a lambda redactor) stays in the application process, with
 one warning that names it. If the child dies, the evaluations it had are errors
-(``connection_error``, counted) and the next evaluation starts a new child. Frames on the pipes
+(``connection_error``, counted) and the next evaluation starts a new child; when an evaluation
+times out, the child is pinged, and one that does not answer within 5 s (stopped, or its loop
+blocked) is killed and replaced the same way. A scorer that raises in the child fails as it
+would here (counted ``error``, ``internal_error``), at once. Frames on the pipes
 are a 4-byte length and a pickle; only this library's own child writes to them. Fused judge
 calls are made per process: in the child, each scorer asks alone.
 
@@ -37,16 +40,22 @@ from otel_scorers.scorers.base import Scorer
 from otel_scorers.scorers.result import ScoreError, ScoreResult
 from otel_scorers.scorers.run import ScorerRun
 
-__all__ = ["IsolatedScorers"]
+__all__ = ["IsolatedScorerError", "IsolatedScorers"]
 
 logger = logging.getLogger(__name__)
 
 FRAME_HEADER = struct.Struct("!I")
 #: The largest frame either side accepts (a captured run is bounded by capture limits).
 MAX_FRAME = 256 * 1024 * 1024
+#: Seconds a child has to answer a ping after an evaluation timed out before it is replaced.
+PING_TIMEOUT_S = 5.0
 #: Variables that would make the child instrument or score itself.
 _SCRUBBED = ("OTEL_SCORERS_ENABLED", "OTEL_PYTHON_CONFIGURATOR", "OTEL_PYTHON_DISTRO",
              "OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_LOGS_EXPORTER")
+
+
+class IsolatedScorerError(RuntimeError):
+    """A scorer raised in the judging process (its type and message, as the child saw them)."""
 
 
 class IsolatedScorers:
@@ -68,6 +77,7 @@ class IsolatedScorers:
         self._ids = itertools.count()
         self._remote: set[str] = set(self._payloads)
         self._pid = os.getpid()
+        self._probing = False
 
     def handles(self, name: str) -> bool:
         return name in self._remote
@@ -91,8 +101,37 @@ class IsolatedScorers:
             return await future
         except (ConnectionError, BrokenPipeError) as exc:
             return _died(name, run, f"the judging process went away: {exc}")
+        except asyncio.CancelledError:  # the evaluation timed out: is the child stuck?
+            if not self._probing:
+                self._probing = True
+                asyncio.get_running_loop().create_task(self._probe(process))
+            raise
         finally:
             self._pending.pop(ident, None)
+
+    async def _probe(self, process: asyncio.subprocess.Process) -> None:
+        """Ping the child; kill it when it does not answer (the next evaluation gets a new
+        one, and the evaluations it held fail as for a dead child)."""
+        try:
+            if process is not self._process or process.returncode is not None:
+                return
+            assert process.stdin is not None
+            ident = next(self._ids)
+            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self._pending[ident] = future
+            try:
+                write_frame(process.stdin, (ident, None, None))
+                await process.stdin.drain()
+                await asyncio.wait_for(future, PING_TIMEOUT_S)
+            except (asyncio.TimeoutError, ConnectionError, BrokenPipeError):
+                if process.returncode is None:
+                    logger.warning("otel-scorers: the judging process (pid %s) stopped "
+                                   "answering; it is replaced", process.pid)
+                    process.kill()
+            finally:
+                self._pending.pop(ident, None)
+        finally:
+            self._probing = False
 
     async def _ensure(self) -> set[str]:
         if os.getpid() != self._pid:  # a forked child of the application: its own process
@@ -116,7 +155,7 @@ class IsolatedScorers:
     async def _start(self) -> set[str]:
         env = _child_environment()
         self._process = process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "otel_scorers.pipeline.isolated_child",
+            sys.executable, "-m", "otel_scorers.pipeline.isolated_child", str(os.getpid()),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
             limit=MAX_FRAME)
         assert process.stdin is not None and process.stdout is not None
@@ -142,9 +181,14 @@ class IsolatedScorers:
                 frame = None
             if frame is None:
                 break
-            ident, result = frame
+            ident, result, *failure = frame
             future = self._pending.get(ident)
-            if future is not None and not future.done():
+            if future is None or future.done():
+                continue
+            if failure and failure[0] is not None:
+                kind, message = failure[0]
+                future.set_exception(IsolatedScorerError(f"{kind}: {message}"))
+            else:
                 future.set_result(result)
         code = await process.wait()
         for future in list(self._pending.values()):

@@ -34,12 +34,17 @@ from otel_scorers.rescore.estimate import DryRunEstimate, add_hint, estimate
 from otel_scorers.rescore.results import done_pairs, ends_torn, result_line, write_line
 from otel_scorers.rescore.runs import RunRef, RunStream
 
-__all__ = ["DryRunEstimate", "Plan", "Rescorer", "RunRef", "done_pairs", "ends_torn",
-           "result_line", "write_line"]
+__all__ = ["DryRunEstimate", "OutputError", "Plan", "Rescorer", "RunRef", "done_pairs",
+           "ends_torn", "result_line", "write_line"]
 
 logger = logging.getLogger(__name__)
 
 Pairs = set[tuple[str, str, str]]
+
+
+class OutputError(OSError):
+    """A result could not be written (a closed pipe, a full disk): the run stopped there, no
+    more judge calls were made, and the runs in flight were abandoned."""
 
 
 @dataclass
@@ -142,16 +147,26 @@ class Rescorer:
                 for result in results:
                     kind = ("error" if result.error is not None
                             else "skipped" if result.skipped else "scored")
+                    line = result_line(ref, result, agent, run)
+                    if failed:
+                        return
+                    try:
+                        on_result(line)
+                    except OSError as exc:  # the output is gone: stop judging at once
+                        failed.append(exc)
+                        return
                     plan.outcome[kind] += 1
-                    on_result(result_line(ref, result, agent, run))
                 if progress is not None:
                     progress(1)
             finally:
                 gate.release()
 
+        failed: list[OSError] = []
         try:
-            while True:
+            while not failed:
                 await gate.acquire()
+                if failed:
+                    break
                 item = await asyncio.to_thread(next, selected, None)  # decoding: off the loop
                 if item is None:
                     gate.release()
@@ -160,5 +175,12 @@ class Rescorer:
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
         finally:
+            if failed:
+                for task in tasks:
+                    task.cancel()
             if tasks:
-                await asyncio.gather(*tasks)
+                await asyncio.gather(*tasks, return_exceptions=bool(failed))
+        if failed:
+            error = failed[0]
+            raise OutputError(error.errno, f"cannot write the results ({error.strerror or error})"
+                              ) from error

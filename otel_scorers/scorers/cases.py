@@ -221,6 +221,27 @@ def case_from_record(record: Any, *, where: str) -> LabelledCase:
         raise ConfigError(f"{where}: not a labelled case: {_describe(exc.errors()[0])}") from None
 
 
+#: The longest line a dataset or a cases file may hold: a record is one run, not a dump.
+MAX_LINE_CHARS = 16 * 1024 * 1024
+
+
+def read_lines(path: str | Path, what: str) -> Iterator[str]:
+    """The lines of ``path``, one at a time (the file is never read whole); a line over
+    :data:`MAX_LINE_CHARS`, bytes that are not UTF-8 or an unreadable file are a
+    :class:`ConfigError` naming the file (and the line)."""
+    try:
+        with Path(path).open(encoding="utf-8") as stream:
+            number = 0
+            while line := stream.readline(MAX_LINE_CHARS + 1):
+                number += 1
+                if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
+                    raise ConfigError(f"{path}, line {number}: longer than "
+                                      f"{MAX_LINE_CHARS // (1024 * 1024)} MB")
+                yield line
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the {what} {path}: {exc}") from None
+
+
 def json_lines(lines: Iterable[str], *, origin: str) -> Iterator[tuple[int, Any]]:
     """(line number, value) for each non-blank JSON line; a line that is not JSON is a
     :class:`ConfigError` naming ``origin`` and the line."""
@@ -249,11 +270,7 @@ def _describe(detail: Any) -> str:
 
 def load_cases(path: str | Path) -> list[LabelledCase]:
     """Every case of a JSON-lines file; duplicate ids are an error."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read cases from {path}: {exc}") from None
-    cases = list(parse_cases(text.splitlines(), origin=str(path)))
+    cases = list(parse_cases(read_lines(path, "cases"), origin=str(path)))
     seen: set[str] = set()
     for case in cases:
         if case.id in seen:

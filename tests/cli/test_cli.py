@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from otel_scorers.cli import main
 from otel_scorers.testing import ScriptedJudgeServer, alignment_answer, fault, reply, rubric_answer
+from tests.support import free_port
 
 
 @pytest.fixture
@@ -117,7 +118,19 @@ def test_a_skipped_evaluation_is_never_a_score(cli: CliRunner,
     (["score", "--criteria", "@/no/such/file", "--output", "a"], "cannot read"),
     (["score", "--scorer", "prompt-alignment", "--criteria", "x", "--output", "a"],
      "rubric scorer only"),
-    (["score", "--scale", "0", "--output", "a"], "scale must be"),
+    (["score", "--scale", "0", "--output", "a"], "'--scale': 0.0 is not in the range"),
+    (["score", "--scale", "inf", "--output", "a"], "'--scale'"),
+    (["score", "--scale", "nan", "--output", "a"], "not a finite number"),
+    (["score", "--timeout", "-1", "--output", "a"], "'--timeout'"),
+    (["serve", "--upstream", "http://127.0.0.1:9", "--port", "70000"], "'--port'"),
+    (["serve", "--upstream", "http://127.0.0.1:9", "--forward-timeout", "0"],
+     "'--forward-timeout'"),
+    (["serve", "--upstream", "http://127.0.0.1:9", "--forward-timeout", "-1"],
+     "'--forward-timeout'"),
+    (["serve", "--upstream", "http://127.0.0.1:9", "--metric-interval", "0"],
+     "'--metric-interval'"),
+    (["serve", "--upstream", "http://127.0.0.1:9", "--shutdown-timeout", "nan"],
+     "not a finite number"),
 ])
 def test_user_mistakes_are_one_line_errors(cli: CliRunner, args: list[str], message: str) -> None:
     result = cli.invoke(main, args)
@@ -231,7 +244,7 @@ def test_serve_on_a_port_in_use_is_one_line_and_exit_2(judge_server: ScriptedJud
         taken.listen()
         busy = taken.getsockname()[1]
         ports = (["--port", str(busy), "--grpc-port", "0"] if which == "http"
-                 else ["--port", "0", "--grpc-port", str(busy)])
+                 else ["--port", str(free_port()), "--grpc-port", str(busy)])
         env = {**os.environ, "OTEL_SCORERS_JUDGE_MODEL": judge_server.model,
                "OTEL_SCORERS_JUDGE_API_BASE": judge_server.url}
         out = subprocess.run([sys.executable, "-m", "otel_scorers", "serve", "--host", "127.0.0.1",

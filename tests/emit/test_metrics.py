@@ -70,3 +70,26 @@ def test_a_rubric_from_the_run_is_redacted_and_leaves_no_trace_without_reasons(
     finally:
         processor.shutdown()
         quiet.shutdown()
+
+
+def test_the_series_of_each_metric_are_capped_not_only_each_label(
+        telemetry: Telemetry, make_processor: Any, judge: JudgeClient,
+        judge_server: ScriptedJudgeServer, monkeypatch: Any) -> None:
+    """Agent and criterion caps multiply: the series of each instrument are bounded too."""
+    from otel_scorers.emit import metrics
+
+    monkeypatch.setattr(metrics, "MAX_SERIES", 40)
+    judge_server.responder = judge_responder(satisfied=lambda i, text: i % 2 == 0)
+    processor = make_processor([RubricScorer(judge)], concurrency=8)  # rubrics from the runs
+    for run in range(20):  # 20 agents x 10 criteria of their own: 200 combinations
+        rubric = "\n".join(f"- criterion {run}-{c}" for c in range(10))
+        end_agent_span(telemetry, agent=f"agent-{run}", prompt=f"hello {run}",
+                       **{"otel_scorers.rubric": rubric})
+    assert processor.force_flush(60_000)
+    verdicts = telemetry.metrics()["otel_scorers.criterion.verdicts"]
+    series = {tuple(sorted(attrs.items())) for attrs, _ in verdicts}
+    assert len(series) <= 40 + 4, len(series)  # the cap, plus the folded sets
+    assert sum(value for _, value in verdicts) == 200  # nothing is lost, only folded
+    assert any(attrs["criterion"] == "_other" and attrs["agent"] == "_other"
+               for attrs, _ in verdicts)
+    assert telemetry.metric_value("otel_scorers.metric.overflow", label="series") > 0

@@ -482,3 +482,64 @@ def test_a_whitespace_token_variable_is_an_error_and_an_empty_one_means_unset() 
     assert token_from(None, {ENV_TOKEN: ""}) is None
     assert token_from(None, {}) is None
     assert token_from(None, {ENV_TOKEN: f" {TOKEN}\n"}) == TOKEN
+
+
+def test_grpc_senders_get_the_status_of_the_upstream_answer(
+        judge_server: ScriptedJudgeServer, tmp_path: Path) -> None:
+    """An upstream 401 is UNAUTHENTICATED, not INVALID_ARGUMENT: a sender acts on the code."""
+    import grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+    answers = {"status": 401}
+    grpc_port = free_port()
+    request = trace_service_pb2.ExportTraceServiceRequest.FromString(spans_body(1))
+    with recorder(lambda path: (answers["status"], {}, b"no")) as upstream, \
+            gateway(_config(tmp_path, judge_server), upstream.url, grpc_port=grpc_port), \
+            grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        stub = trace_service_pb2_grpc.TraceServiceStub(channel)
+        for status, code in ((401, grpc.StatusCode.UNAUTHENTICATED),
+                             (403, grpc.StatusCode.PERMISSION_DENIED),
+                             (500, grpc.StatusCode.INTERNAL),
+                             (400, grpc.StatusCode.INVALID_ARGUMENT),
+                             (503, grpc.StatusCode.UNAVAILABLE)):
+            answers["status"] = status
+            with pytest.raises(grpc.RpcError) as raised:
+                stub.Export(request, timeout=30)
+            assert raised.value.code() == code, (status, raised.value.code())
+
+
+def test_sigterm_during_a_hung_forward_exits_within_the_forward_timeout(
+        judge_server: ScriptedJudgeServer, tmp_path: Path) -> None:
+    import signal
+
+    def hang(path: str) -> tuple[int, dict[str, str], bytes]:
+        time.sleep(60)
+        return 200, {}, b""
+
+    port = free_port()
+    with recorder(hang) as upstream:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "otel_scorers", "serve", "--upstream", upstream.url,
+             "--port", str(port), "--grpc-port", "0", "--config",
+             str(_config(tmp_path, judge_server)), "--forward-timeout", "3",
+             "--shutdown-timeout", "2"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            wait_until_up(f"http://127.0.0.1:{port}/health", process, timeout_s=60,
+                          output=lambda: "")
+            sender = threading.Thread(target=_post_with, args=(
+                f"http://127.0.0.1:{port}", spans_body(1), {}), daemon=True)
+            sender.start()
+            deadline = time.monotonic() + 10
+            while not upstream.requests and time.monotonic() < deadline:
+                time.sleep(0.05)
+            started = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            process.wait(45)
+            took = time.monotonic() - started
+        finally:
+            if process.poll() is None:
+                process.kill()
+    # forward timeout 3 s, then evaluations and the telemetry flush within the shutdown timeout
+    # (2 s each); before, each of three exports to the hung upstream took its 10 s in turn
+    assert took < 11, f"the gateway took {took:.1f} s to stop"

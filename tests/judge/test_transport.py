@@ -125,6 +125,33 @@ def test_the_key_is_never_echoed(judge_server: ScriptedJudgeServer) -> None:
     assert "OTEL_SCORERS_JUDGE_API_KEY" in result.error.message
 
 
+@pytest.mark.parametrize("transport", ["auto", "litellm"])
+@pytest.mark.parametrize("echo", ["prefix", "suffix", "basic", "proxy"])
+def test_no_piece_of_a_secret_is_echoed(judge_server: ScriptedJudgeServer,
+                                        monkeypatch: pytest.MonkeyPatch, echo: str,
+                                        transport: str) -> None:
+    """A provider (or proxy) echoing part of a key, the key inside a Basic credential, or the
+    proxy's own credentials: none of it reaches the error text that is exported."""
+    import base64
+
+    key = "sk-live-abcdefghijklmnopqrstuvwx"
+    proxy_password = "pr0xy-s3cret-pw"
+    monkeypatch.setenv("HTTPS_PROXY", f"http://ops:{proxy_password}@proxy.invalid:3128")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    leaked = {"prefix": key[:20], "suffix": key[-14:],
+              "basic": base64.b64encode(f"user:{key}".encode()).decode(),
+              "proxy": f"ops:{proxy_password}"}[echo]
+    judge_server.script(fault(401, message=f"Incorrect credentials provided: {leaked}"))
+    judge = JudgeClient(judge_server.model, api_base=judge_server.url, api_key=key, retry=FAST,
+                        transport=transport)
+    result = RubricScorer(judge, "- greets").run(RUN)
+    assert result.error is not None and result.error.type == "auth", result
+    for text in (result.error.message, result.reason):
+        assert leaked not in text
+        assert key[4:14] not in text and proxy_password not in text
+        assert "****" in text
+
+
 def test_no_key_sends_no_authorization(judge_server: ScriptedJudgeServer,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """A local OpenAI-compatible server needs no key: none is made up; OPENAI_API_KEY is
@@ -222,3 +249,83 @@ def test_an_unreachable_proxy_is_named_without_its_password(
     assert result.error is not None and result.error.type == "connection_error"
     assert "s3cret" not in result.error.message and "s3cret" not in result.reason
     assert not judge_server.requests
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class _HostileJudge:
+    """An endpoint on 127.0.0.1 answering every chat completion with a gzip bomb (a few
+    hundred KB that inflate to 256 MB) or an endless body."""
+
+    def __init__(self, mode: str) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        bomb = _gzip_bomb(256) if mode == "bomb" else b""
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                return
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                try:
+                    if mode == "bomb":
+                        self.send_header("Content-Encoding", "gzip")
+                        self.send_header("Content-Length", str(len(bomb)))
+                        self.end_headers()
+                        self.wfile.write(bomb)
+                    else:
+                        self.send_header("Transfer-Encoding", "chunked")
+                        self.end_headers()
+                        chunk = b'{"a": "' + b"x" * 65_536
+                        for _ in range(16_384):  # 1 GB, never a complete answer
+                            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request: object, client_address: object) -> None:
+                return  # the client hung up on purpose: that is the point
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _gzip_bomb(megabytes: int) -> bytes:
+    import zlib
+
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # gzip framing
+    block = b"\0" * (1024 * 1024)
+    return b"".join([*(packer.compress(block) for _ in range(megabytes)), packer.flush()])
+
+
+@pytest.mark.parametrize("mode", ["bomb", "endless"])
+def test_the_litellm_transport_bounds_what_it_reads(mode: str) -> None:
+    hostile = _HostileJudge(mode)
+    try:
+        judge = JudgeClient("openai/hostile", api_base=hostile.url, api_key="k",
+                            transport="litellm", retry=FAST, timeout_s=30)
+        RubricScorer(judge, "- greets").run(RUN)  # litellm imported and warm before measuring
+        before = _rss_mb()
+        result = RubricScorer(judge, "- greets").run(RUN)
+        grown = _rss_mb() - before
+    finally:
+        hostile.close()
+    assert result.error is not None and result.error.type == "invalid_response", result
+    assert "larger than 8 MB" in result.error.message
+    assert grown < 120, f"the application grew by {grown:.0f} MB"

@@ -365,6 +365,22 @@ def test_budget_exhaustion(telemetry: Telemetry, make_processor: Any, judge: Jud
     assert len(judge_server.requests) == 2
 
 
+def test_the_budget_counts_a_judge_that_reports_no_usage(
+        telemetry: Telemetry, make_processor: Any, judge: JudgeClient,
+        judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder(prompt_tokens=0, completion_tokens=0)
+    processor = make_processor([RubricScorer(judge, "- x")], concurrency=1,
+                               sampling=Sampling(budget_tokens_per_hour=600))
+    for index in range(8):
+        end_agent_span(telemetry, prompt=f"q{index}")
+        processor.force_flush(10_000)
+    stats = processor.stats()["rubric"]
+    assert stats.get("budget_exhausted", 0) >= 4 and stats["scored"] <= 4, stats
+    (first, *_) = telemetry.evaluation_spans("rubric")
+    assert first.attributes["otel_scorers.judge.input_tokens"] > 50  # estimated from sizes
+    assert first.attributes["otel_scorers.judge.tokens_estimated"] is True
+
+
 def test_cache_serves_identical_runs(telemetry: Telemetry, make_processor: Any,
                                      judge_server: ScriptedJudgeServer) -> None:
     judge_server.responder = judge_responder()

@@ -311,3 +311,28 @@ def test_broken_inputs_are_one_line_and_exit_2_keeping_results(
     assert where in message
     assert "Traceback" not in result.output and "Aborted" not in result.output
     assert out.read_text() == '{"trace_id": "kept", "span_id": "kept", "scorer": "rubric"}\n'
+
+
+def test_a_closed_output_stops_the_run_quietly(tmp_path: Path,
+                                              judge_server: ScriptedJudgeServer) -> None:
+    """`rescore ... | head -1`: the first failed write stops judging; one line, exit 1."""
+    import os
+    import subprocess
+    import sys
+
+    judge_server.responder = judge_responder(satisfied=lambda i, text: True, delay_s=0.05)
+    provider = TracerProvider()
+    exported = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    _trace_agents(provider.get_tracer("app"), 60)
+    json_path, _ = _write_files(tmp_path, list(exported.get_finished_spans()))
+    config = _config(tmp_path, judge_server)
+    command = (f"{sys.executable} -m otel_scorers rescore {json_path} --config {config} "
+               "--concurrency 2 --no-progress | head -1; exit ${PIPESTATUS[0]}")
+    out = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONUNBUFFERED": "1"}, check=False)
+    assert out.returncode == 1, out.stderr
+    assert len(out.stdout.splitlines()) == 1 and json.loads(out.stdout)["scorer"]
+    assert "Traceback" not in out.stderr and "Exception ignored" not in out.stderr
+    assert "stopped: cannot write the results (Broken pipe)" in out.stderr
+    assert len(judge_server.requests) <= 12, len(judge_server.requests)  # of 120
