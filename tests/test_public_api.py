@@ -6,14 +6,14 @@ import sys
 import otel_scorers
 
 EXPECTED = [
-    "AlignmentAnalysis", "BaseScorer", "ConfigError", "CorrectionResult", "Criterion",
-    "EnvConfigError", "JudgeAuthError", "JudgeClient", "JudgeConnectionError", "JudgeError",
+    "AlignmentAnalysis", "BaseScorer", "ChecksScorer", "ConfigError", "CorrectionResult",
+    "Criterion", "EnvConfigError", "FaithfulnessScorer", "JudgeAuthError", "JudgeClient", "JudgeConnectionError", "JudgeError",
     "JudgeOutputError",
     "JudgeRateLimitError", "JudgeRequestError", "JudgeResponseError", "JudgeServerError",
     "JudgeTimeoutError", "JudgeTruncatedError", "JudgeUsage", "Message", "OtelScorersError",
     "PromptAlignmentScorer", "RegexRedactor", "RetryPolicy", "RubricAnalysis", "RubricScorer",
-    "ScoreResult", "Scorer", "ScorerInputError", "ScorerRun", "ScoringSpanProcessor",
-    "__version__", "aself_correct",
+    "ScoreResult", "Scorer", "ScorerInputError", "ScorerRun", "ScoringSpanProcessor", "Step",
+    "ToolUseScorer", "TrajectoryScorer", "__version__", "aself_correct", "checks",
     "create_prompt_alignment_scorer_llm", "create_rubric_scorer", "install", "is_task_complete",
     "parse_rubric", "self_correct",
 ]

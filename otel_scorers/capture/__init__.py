@@ -39,7 +39,7 @@ from otel_scorers.capture.conventions import (
     loose_messages,
     parse_json,
 )
-from otel_scorers.capture.kinds import CHAIN, HANDOFF, RETRIEVAL, TOOL
+from otel_scorers.capture.kinds import CHAIN, HANDOFF, LLM, RETRIEVAL, TOOL
 from otel_scorers.capture.logs import (
     RecordContent,
     found_in_records,
@@ -49,7 +49,7 @@ from otel_scorers.capture.logs import (
 from otel_scorers.capture.pieces import Piece
 from otel_scorers.capture.readers import READERS
 from otel_scorers.capture.serialized import is_blank
-from otel_scorers.capture.steps import steps_of
+from otel_scorers.capture.steps import steps_of, tools_of
 from otel_scorers.emit.names import RUBRIC_ATTRIBUTE, Reason
 from otel_scorers.scorers.run import Message, RunLike, ScorerRun
 
@@ -160,9 +160,11 @@ def capture_span(span: ReadableSpan, *, attributes: Mapping[str, Any] | None = N
     taken, dropped = steps_of(pieces, {p.span_id: f for p, f in calls},
                               _agent_namer(span, agent, pieces, links or {})) if steps \
         else ((), 0)
+    tools = tools_of([attrs, *(p.attributes or {} for p in pieces if p.kind == LLM)]) \
+        if steps else ()
     run = ScorerRun(run_id=run_id(span), input_messages=tuple(found.inputs),
                     system_messages=tuple(found.systems), output=tuple(_text_only(found.outputs)),
-                    request_context=context, steps=taken, steps_dropped=dropped)
+                    request_context=context, steps=taken, steps_dropped=dropped, tools=tools)
     return Captured(run, source=source, agent=agent)
 
 

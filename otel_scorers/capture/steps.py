@@ -20,9 +20,20 @@ from typing import Any
 from otel_scorers.capture import kinds
 from otel_scorers.capture.conventions import Found
 from otel_scorers.capture.pieces import Piece
-from otel_scorers.scorers.steps import MAX_DOCUMENTS, MAX_STEPS, Step, ToolCall, clip
+from otel_scorers.capture.serialized import read_value
+from otel_scorers.scorers.run import text_of
+from otel_scorers.scorers.steps import (
+    MAX_DOCUMENTS,
+    MAX_STEPS,
+    MAX_TOOL_DESCRIPTION_CHARS,
+    MAX_TOOLS,
+    Step,
+    ToolCall,
+    ToolDefinition,
+    clip,
+)
 
-__all__ = ["steps_of"]
+__all__ = ["steps_of", "tools_of"]
 
 _TOOL_NAME_KEYS = ("gen_ai.tool.name", "tool.name", "traceloop.entity.name")
 _ARGUMENT_KEYS = ("gen_ai.tool.call.arguments", "input.value", "traceloop.entity.input")
@@ -49,6 +60,67 @@ def steps_of(pieces: Sequence[Piece], found: Mapping[int, Found],
     return tuple(steps[:MAX_STEPS]), max(0, len(steps) - MAX_STEPS)
 
 
+#: The longest tool-definitions value parsed (a definition list is a few KB; more is not one).
+MAX_DEFINITIONS_CHARS = 256_000
+
+
+def tools_of(attribute_sets: Sequence[Mapping[str, Any]]) -> tuple[ToolDefinition, ...]:
+    """The tools offered to the model, by name, from the attributes of the interaction's span
+    and its LLM calls: GenAI ``gen_ai.tool.definitions`` (a JSON list), OpenInference
+    ``llm.tools.N.tool.json_schema``, Traceloop ``llm.request.functions.N.name``, strands
+    ``gen_ai.agent.tools`` (names only). Each name
+    once, at most ``MAX_TOOLS``; what cannot be read is left out."""
+    found: dict[str, ToolDefinition] = {}
+    for attrs in attribute_sets:
+        for definition in _definitions(attrs):
+            name, description = _named(definition)
+            if name and name not in found and len(found) < MAX_TOOLS:
+                found[name] = ToolDefinition(
+                    name=name[:200], description=description[:MAX_TOOL_DESCRIPTION_CHARS])
+    return tuple(found.values())
+
+
+def _definitions(attrs: Mapping[str, Any]) -> list[Any]:
+    out: list[Any] = []
+    listed = _json(attrs.get("gen_ai.tool.definitions"))
+    if isinstance(listed, list):
+        out.extend(listed)
+    names = _json(attrs.get("gen_ai.agent.tools"))  # strands: the agent's tool names
+    if isinstance(names, list | tuple):
+        out.extend({"name": name} for name in names if isinstance(name, str))
+    for index in range(MAX_TOOLS):
+        schema = attrs.get(f"llm.tools.{index}.tool.json_schema")
+        name = attrs.get(f"llm.request.functions.{index}.name")
+        if schema is None and name is None:
+            break
+        if schema is not None:
+            out.append(_json(schema))
+        if isinstance(name, str):
+            out.append({"name": name, "description": attrs.get(
+                f"llm.request.functions.{index}.description")})
+    return out
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, str) and len(value) <= MAX_DEFINITIONS_CHARS:
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return value
+
+
+def _named(definition: Any) -> tuple[str, str]:
+    """A definition's name and description (``{"name"}`` or ``{"function": {"name"}}``)."""
+    if not isinstance(definition, Mapping):
+        return "", ""
+    function = definition.get("function")
+    source = function if isinstance(function, Mapping) else definition
+    name, description = source.get("name"), source.get("description")
+    return (name if isinstance(name, str) else "",
+            description if isinstance(description, str) else "")
+
+
 def _step(piece: Piece, found: Found | None, wrapper: bool, agent: str | None
           ) -> Step | None:
     fields = _fields(piece, found, wrapper)
@@ -67,10 +139,10 @@ def _fields(piece: Piece, found: Found | None, wrapper: bool) -> dict[str, Any] 
             return dict(kind="handoff", name=_text(attrs.get("output.value"))
                         or piece.name[len("handoff to "):])
         arguments, result = _event_io(piece)
+        text, failed = tool_result(_first_text(attrs, _RESULT_KEYS) or result)
         return dict(kind="tool", name=name,
                     arguments=clip(_first_text(attrs, _ARGUMENT_KEYS) or arguments),
-                    result=clip(_first_text(attrs, _RESULT_KEYS) or result),
-                    error=clip(_error(piece)))
+                    result=clip(text), error=clip(_error(piece) or failed))
     if piece.kind == kinds.HANDOFF:
         target = _first_text(attrs, ("gen_ai.handoff.to_agent", "gen_ai.agent.name"))
         return dict(kind="handoff", name=target or piece.name)
@@ -88,6 +160,43 @@ def _fields(piece: Piece, found: Found | None, wrapper: bool) -> dict[str, Any] 
         return dict(kind="llm", name=_first_text(attrs, _MODEL_KEYS) or piece.name,
                     input_tokens=input_tokens, output_tokens=output_tokens, tool_calls=calls,
                     error=clip(_error(piece)))
+    return None
+
+
+def tool_result(raw: str | None) -> tuple[str | None, str | None]:
+    """A tool's result as text, and the error it reports: a framework's tool-output dump
+    (LangChain ``ToolMessage``, bare or in a Traceloop wrapper; LlamaIndex ``ToolOutput``;
+    a list of text parts) is read for its content, so that what grounds an answer is the
+    tool's words, not the framework's envelope. Anything else is kept as it is."""
+    if raw is None or not raw.lstrip().startswith(("{", "[")) or len(raw) > MAX_DEFINITIONS_CHARS:
+        return raw, None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw, None
+    if isinstance(value, Mapping) and "tool_name" in value and ("raw_output" in value
+                                                                  or "blocks" in value):
+        text = text_of(value.get("blocks")) or _text(value.get("raw_output"))  # LlamaIndex
+        return text or raw, ("the tool reported an error" if value.get("is_error") is True
+                             else None)
+    decoded = read_value(value, "tool")
+    if decoded.unreadable is not None or not decoded.found:
+        return raw, None
+    text = "\n".join(m.content for m in decoded.messages if m.content.strip())
+    status = _status(value)
+    return text, ("the tool reported status error" if status == "error" else None)
+
+
+def _status(value: Any) -> str | None:
+    """``status`` of a LangChain ``ToolMessage`` dump, wherever the dump sits."""
+    if isinstance(value, Mapping):
+        for key in ("status",):
+            if isinstance(value.get(key), str):
+                return str(value[key]).lower()
+        for key in ("kwargs", "data", "output", "outputs"):
+            found = _status(value.get(key))
+            if found is not None:
+                return found
     return None
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from otel_scorers.config.params import PARAMS, parser_for
-from otel_scorers.config.settings import Settings
+from otel_scorers.config.settings import SCORER_OPTIONS, Settings, scorer_type
 
 __all__ = ["ENV_VARS", "OTHER_VARS", "EnvVar", "env_layer", "judge_environment", "merge",
            "nested", "unknown_vars"]
@@ -68,7 +68,7 @@ def env_layer(env: Mapping[str, str], base: dict[str, Any]
     sources: dict[str, str] = {}
     problems = unknown_vars(env)
     scorer_types: list[str] | None = None
-    mode: str | None = None
+    per_scorer: dict[str, tuple[str, Any]] = {}  # field -> (variable, value)
     for name, var in ENV_VARS.items():
         raw = env.get(name)
         if raw is None or raw == "":
@@ -82,7 +82,7 @@ def env_layer(env: Mapping[str, str], base: dict[str, Any]
             scorer_types = value
             continue
         if var.path[:2] == ("scorers", "*"):
-            mode = value
+            per_scorer[var.path[2]] = (name, value)
             continue
         candidate = merge(layer, nested(var.path, value))
         error = _invalid(merge(base, candidate))
@@ -91,20 +91,40 @@ def env_layer(env: Mapping[str, str], base: dict[str, Any]
             continue
         layer = candidate
         sources["rubrics" if var.path[0] == "rubrics" else ".".join(var.path)] = f"env {name}"
-    if scorer_types is not None or mode is not None:
-        types = scorer_types or [s["type"] for s in base.get("scorers", [])]
-        scorers = [{"type": t, **({"evaluation_mode": mode}
-                                  if mode and t.replace("-", "_") == "prompt_alignment"
-                                  else {})} for t in types]
+    if scorer_types is not None or per_scorer:
+        scorers, unused = _scorers(base, scorer_types, per_scorer)
+        problems += unused
         candidate = merge(layer, {"scorers": scorers})
         error = _invalid(merge(base, candidate))
+        names = "/".join(["OTEL_SCORERS_SCORERS"] * (scorer_types is not None)
+                         + [var for var, _ in per_scorer.values()])
         if error:
-            problems.append(f"OTEL_SCORERS_SCORERS/OTEL_SCORERS_ALIGNMENT_MODE: {error} "
-                            "(scorers: rubric, prompt_alignment; mode: user, system, both)")
+            problems.append(f"{names}: {error} (scorers: {', '.join(SCORER_OPTIONS)})")
         else:
             layer = candidate
-            sources["scorers"] = "env OTEL_SCORERS_SCORERS/OTEL_SCORERS_ALIGNMENT_MODE"
+            sources["scorers"] = f"env {names}"
     return layer, sources, problems
+
+
+def _scorers(base: Mapping[str, Any], types: list[str] | None,
+             per_scorer: Mapping[str, tuple[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The scorers the environment describes: ``OTEL_SCORERS_SCORERS`` (else the scorers of
+    the file, kept whole) with each per-scorer variable set on the types that take it; a
+    variable that no configured scorer takes is a problem, not silently ignored."""
+    scorers = ([{"type": t} for t in types] if types is not None
+               else [dict(s) for s in base.get("scorers", [])])
+    used: set[str] = set()
+    for scorer in scorers:
+        kind = scorer_type(scorer.get("type"))
+        for field, (_, value) in per_scorer.items():
+            if field in SCORER_OPTIONS.get(str(kind), ()):
+                scorer[field] = value
+                used.add(field)
+    problems = [f"{var}: no configured scorer takes {field} (scorers: "
+                f"{', '.join(str(s.get('type')) for s in scorers) or 'none'}; set "
+                "OTEL_SCORERS_SCORERS)" for field, (var, _) in per_scorer.items()
+                if field not in used]
+    return scorers, problems
 
 
 def unknown_vars(env: Mapping[str, str]) -> list[str]:

@@ -85,19 +85,45 @@ PARAMS: tuple[Param, ...] = (
     P("judge.redact", "OTEL_SCORERS_REDACT", "built-in PII/secret redaction of everything "
       "sent to the judge"),
     P("scorers", "OTEL_SCORERS_SCORERS", "scorers when none are passed in code (comma list of "
-      "types)", parse=parse_list),
+      "types: `rubric`, `prompt_alignment`, `trajectory`, `checks`, `tool_use`, "
+      "`faithfulness`)", parse=parse_list),
     P("scorers.*.evaluation_mode", "OTEL_SCORERS_ALIGNMENT_MODE", "prompt-alignment mode: "
       "`user`, `system`, `both`", parse=str),
     P("scorers.*.name", None, "the scorer's name (in attribute and metric names)"),
     P("scorers.*.criteria", None, "rubric criteria (a checklist string or a list)"),
     P("scorers.*.scale", None, "the score's maximum"),
-    P("scorers.*.pass_threshold", None, "prompt alignment: the share of the scale that "
-      "passes"),
+    P("scorers.*.pass_threshold", None, "the share of the scale that passes (prompt "
+      "alignment: none by default; trajectory, tool use, faithfulness: 1.0)"),
     P("scorers.*.sampling", None, "the scorer's own sampling (as `sampling`)"),
     P("scorers.*.examples", None, "labelled cases of the scorer's kind (JSON lines) shown to "
       "the judge as few-shot examples, fenced, in the system prompt (see the README, \"How "
       "far can I trust my judge?\")"),
     P("scorers.*.examples_max_tokens", None, "the few-shot examples' token budget"),
+    P("scorers.*.include_trajectory", None, "rubric, prompt alignment: show the judge what "
+      "the agent did (its tool calls, retrievals, handoffs)"),
+    P("scorers.*.expected", "OTEL_SCORERS_TRAJECTORY_EXPECTED", "trajectory: the expected "
+      "steps (tool names, or `{name, kind, arguments}`; the variable: a comma list of names)",
+      parse=parse_list),
+    P("scorers.*.ordering", None, "trajectory: `relaxed` (in order, extras allowed), `strict`, "
+      "`unordered`"),
+    P("scorers.*.allow_repeated_steps", None, "trajectory: false costs 0.1 of accuracy per "
+      "repeated step name"),
+    P("scorers.*.max_steps", None, "trajectory: step budget (tool calls, retrievals, "
+      "handoffs)"),
+    P("scorers.*.max_total_tokens", None, "trajectory: token budget of the run's LLM calls"),
+    P("scorers.*.max_duration_s", None, "trajectory: duration budget, seconds"),
+    P("scorers.*.no_redundant_calls", None, "trajectory: the same call twice in a row costs "
+      "0.2 of efficiency"),
+    P("scorers.*.max_retries_per_tool", None, "trajectory: retries of a failed call allowed "
+      "before each costs 0.2"),
+    P("scorers.*.blacklist", "OTEL_SCORERS_TOOL_BLACKLIST", "trajectory: tools whose use "
+      "scores the run 0 (comma list)", parse=parse_list),
+    P("scorers.*.blacklisted_sequences", None, "trajectory: tool sequences (consecutive) "
+      "whose use scores the run 0"),
+    P("scorers.*.checks", None, "checks: the quick checks (`called_tool get_weather`, "
+      "`no_tool_errors`, ...; see docs/agent-scorers.md)"),
+    P("scorers.*.context", None, "faithfulness: a fixed context to ground answers on (else "
+      "each run's tool results and retrieved documents)"),
     P("rubrics", "OTEL_SCORERS_RUBRIC", "rubric per agent name (the variable sets "
       "`rubrics[\"*\"]`: every agent)", parse=str),
     P("sampling.ratio", "OTEL_SCORERS_SAMPLE_RATIO", "share of traces judged"),

@@ -5,14 +5,15 @@ Validated by pydantic; unknown keys are an error; values are frozen.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
 
 __all__ = [
     "BoostSettings",
     "CaptureSettings",
     "CriterionSettings",
+    "ExpectedStepSettings",
     "JudgeSettings",
     "SamplingSettings",
     "ScorerSettings",
@@ -58,9 +59,38 @@ class SamplingSettings(_Strict):
 
 
 class CriterionSettings(_Strict):
-    description: str
+    description: str | None = None
     id: str | None = None
     required: bool = True
+    #: a quick check decided in code (``called_tool get_weather``) instead of by the judge
+    check: str | None = None
+
+    @model_validator(mode="after")
+    def _described(self) -> CriterionSettings:
+        if not self.check and not (self.description or "").strip():
+            raise ValueError("a criterion needs a description or a check")
+        return self
+
+
+class ExpectedStepSettings(_Strict):
+    name: str
+    kind: Literal["tool", "retrieval", "handoff"] | None = None
+    arguments: dict[str, Any] | None = None
+
+
+#: The scorer types, and the options each accepts besides the common ones.
+SCORER_OPTIONS: dict[str, frozenset[str]] = {
+    "rubric": frozenset({"criteria", "examples", "examples_max_tokens", "include_trajectory"}),
+    "prompt_alignment": frozenset({"evaluation_mode", "pass_threshold", "examples",
+                                   "examples_max_tokens", "include_trajectory"}),
+    "trajectory": frozenset({"expected", "ordering", "allow_repeated_steps", "max_steps",
+                             "max_total_tokens", "max_duration_s", "no_redundant_calls",
+                             "max_retries_per_tool", "blacklist", "blacklisted_sequences",
+                             "pass_threshold"}),
+    "checks": frozenset({"checks"}),
+    "tool_use": frozenset({"pass_threshold"}),
+    "faithfulness": frozenset({"context", "pass_threshold"}),
+}
 
 
 def scorer_type(value: object) -> object:
@@ -69,7 +99,11 @@ def scorer_type(value: object) -> object:
 
 
 class ScorerSettings(_Strict):
-    type: Annotated[Literal["rubric", "prompt_alignment"], BeforeValidator(scorer_type)]
+    """One scorer. Options beyond ``type``, ``name``, ``scale`` and ``sampling`` belong to some
+    types only (:data:`SCORER_OPTIONS`): one given to another type is an error, not ignored."""
+
+    type: Annotated[Literal["rubric", "prompt_alignment", "trajectory", "checks", "tool_use",
+                            "faithfulness"], BeforeValidator(scorer_type)]
     name: str | None = None
     criteria: str | list[str | CriterionSettings] | None = None
     scale: float = Field(default=1.0, gt=0)
@@ -80,6 +114,33 @@ class ScorerSettings(_Strict):
     #: few-shot examples (``otel-scorers calibrate --examples`` measures their effect).
     examples: str | None = None
     examples_max_tokens: int = Field(default=1500, gt=0)
+    include_trajectory: bool = False
+    expected: list[str | ExpectedStepSettings] | None = None
+    ordering: Literal["strict", "relaxed", "unordered"] = "relaxed"
+    allow_repeated_steps: bool = True
+    max_steps: int | None = Field(default=None, gt=0)
+    max_total_tokens: int | None = Field(default=None, gt=0)
+    max_duration_s: float | None = Field(default=None, gt=0)
+    no_redundant_calls: bool = True
+    max_retries_per_tool: int = Field(default=2, ge=0)
+    blacklist: list[str] = []
+    blacklisted_sequences: list[list[str]] = []
+    checks: list[str] = []
+    context: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _options_fit_type(self) -> ScorerSettings:
+        common = {"type", "name", "scale", "sampling"}
+        fields = type(self).model_fields
+        foreign = sorted(name for name in self.model_fields_set - common - SCORER_OPTIONS[self.type]
+                         if getattr(self, name) != fields[name].get_default(
+                             call_default_factory=True))
+        if foreign:
+            raise ValueError(f"a {self.type} scorer has no option {', '.join(foreign)} "
+                             f"(its options: {', '.join(sorted(SCORER_OPTIONS[self.type]))})")
+        if self.type == "checks" and not self.checks:
+            raise ValueError("a checks scorer needs checks (e.g. ['called_tool get_weather'])")
+        return self
 
 
 class SelectionSettings(_Strict):

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from otel_scorers.emit import names as n
 from otel_scorers.scorers.alignment import AlignmentAnalysis, AlignmentDimensions
+from otel_scorers.scorers.criteria import RubricAnalysis
 from otel_scorers.scorers.result import ScoreResult
-from otel_scorers.scorers.rubric import RubricAnalysis
 
 __all__ = ["ContentPolicy", "emitted_ids", "fit_attributes", "result_attributes",
            "semconv_attributes"]
@@ -121,6 +121,7 @@ def _rubric(analysis: RubricAnalysis, put: Any, policy: ContentPolicy) -> None:
         put(base + "required", criterion.required)
         put(base + "description", policy.text(criterion.description))
         put(base + "reasoning", policy.text(criterion.reasoning))
+        put(base + "score", criterion.score)
 
 
 def _alignment(analysis: AlignmentAnalysis, mode: str | None, put: Any,

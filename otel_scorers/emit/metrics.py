@@ -16,15 +16,16 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation, get_meter
 
 from otel_scorers.emit import names as n
 from otel_scorers.emit.attributes import dimension_scores, emitted_ids
+from otel_scorers.scorers.criteria import RubricAnalysis
 from otel_scorers.scorers.result import ScoreResult
-from otel_scorers.scorers.rubric import RubricAnalysis
+from otel_scorers.scorers.steps import Step
 
 __all__ = ["ScorerMetrics"]
 
@@ -32,7 +33,7 @@ OTHER = "_other"
 #: The most attribute sets one instrument records before folding agent and criterion.
 MAX_SERIES = 2_000
 #: The labels that come from the application and are folded past :data:`MAX_SERIES`.
-_FOLDED = (n.M_AGENT, n.M_CRITERION)
+_FOLDED = (n.M_AGENT, n.M_CRITERION, n.M_TOOL)
 
 
 class ScorerMetrics:
@@ -77,6 +78,9 @@ class ScorerMetrics:
             _observe(meter, self, n.METRIC_BUFFER_DROPPED, "counter", "{span}",
                      "Content spans dropped from the trace-assembly buffer, by reason",
                      _by_reason(buffer_dropped))
+        self.tool_calls = meter.create_counter(
+            n.METRIC_TOOL_CALLS, unit="{call}",
+            description="Tool calls in the evaluated runs, by agent, tool and outcome")
         self.overflow = meter.create_counter(
             n.METRIC_OVERFLOW, unit="{value}",
             description="Metric attribute values folded into _other (cardinality caps)")
@@ -85,6 +89,7 @@ class ScorerMetrics:
         self._max_agents = max_agents
         self._criteria: dict[str, set[str]] = {}
         self._agents: set[str] = set()
+        self._tools: set[str] = set()
         self._series: dict[str, set[tuple[tuple[str, Any], ...]]] = {}
         self._lock = threading.Lock()
         if queue_depth is not None:
@@ -99,6 +104,18 @@ class ScorerMetrics:
 
     def unscored(self, reason: str, count: int) -> None:
         self.unscored_exports.add(count, {n.M_REASON: reason})
+
+    def steps(self, steps: Sequence[Step], agent: str | None) -> None:
+        """Record the tool calls of an evaluated run (once per run, whatever its scorers):
+        ``outcome`` ``ok`` or ``error``; tool names past ``max_criteria_series`` fold."""
+        agent_label = self._capped(self._agents, agent or "unknown", self._max_agents, "agent")
+        for step in steps:
+            if step.kind != "tool":
+                continue
+            tool = self._capped(self._tools, step.name, self._max_criteria, "tool")
+            self.tool_calls.add(1, self._bounded(n.METRIC_TOOL_CALLS, {
+                n.M_AGENT: agent_label, n.M_TOOL: tool,
+                n.M_OUTCOME: "error" if step.failed else "ok"}))
 
     def result(self, result: ScoreResult, agent: str | None) -> None:
         """Record a completed evaluation (scored, cached or failed)."""
@@ -127,7 +144,7 @@ class ScorerMetrics:
         passed = "none" if result.passed is None else str(result.passed).lower()
         self.evaluations.add(1, self._bounded(n.METRIC_EVALUATIONS, {
             **labelled, n.M_PASSED: passed, n.M_JUDGE_MODEL: model}))
-        if isinstance(result.analysis, RubricAnalysis):
+        if isinstance(result.analysis, RubricAnalysis) and result.analysis.verdict_metrics:
             ids = emitted_ids(result.analysis, self._content_free)
             for ident, criterion in zip(ids, result.analysis.criteria, strict=True):
                 self.verdicts.add(1, self._bounded(n.METRIC_CRITERION_VERDICTS, {

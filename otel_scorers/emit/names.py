@@ -93,6 +93,7 @@ METRIC_HELD_SPANS: Final = "otel_scorers.held.spans"             # gauge (enrich
 METRIC_UNSCORED_EXPORTS: Final = "otel_scorers.enriched.unscored"  # counter, by reason
 METRIC_BUFFER_DROPPED: Final = "otel_scorers.trace_buffer.dropped"  # counter, by reason
 METRIC_OVERFLOW: Final = "otel_scorers.metric.overflow"  # counter, values folded into _other
+METRIC_TOOL_CALLS: Final = "otel_scorers.agent.tool_calls"  # counter, by tool and outcome
 # The OTLP gateway (``otel-scorers serve``).
 METRIC_GATEWAY_REQUESTS: Final = "otel_scorers.gateway.requests"  # counter, by outcome
 METRIC_GATEWAY_SPANS: Final = "otel_scorers.gateway.spans"        # counter, spans forwarded
@@ -111,6 +112,7 @@ M_PASSED: Final = "passed"
 M_AGENT: Final = "agent"
 M_JUDGE_MODEL: Final = "judge_model"
 M_CRITERION: Final = "criterion"
+M_TOOL: Final = "tool"
 M_SATISFIED: Final = "satisfied"
 M_REQUIRED: Final = "required"
 M_DIMENSION: Final = "dimension"
@@ -159,6 +161,10 @@ class Reason:
     TOO_LARGE: Final = "too_large"          # content over the capture size limit
     INVALID_INPUT: Final = "invalid_input"  # the scorer rejected the run (e.g. no user prompt)
     NO_RUBRIC: Final = "no_rubric"          # a rubric scorer found no rubric for the run
+    NO_STEPS: Final = "no_steps"            # an agent scorer found no steps (tool/LLM spans)
+    NO_TOOLS: Final = "no_tools"            # tool use: no tool called, none known to exist
+    NO_CONTEXT: Final = "no_context"        # faithfulness: no tool result, document or context
+    NO_CLAIMS: Final = "no_claims"          # faithfulness: the answer makes no factual claim
     NESTED_AGENT: Final = "nested_agent"    # its LLM calls belong to nested agent spans
     QUEUE_FULL: Final = "queue_full"
     SHUTDOWN: Final = "shutdown"            # the processor stopped before evaluating

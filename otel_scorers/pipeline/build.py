@@ -21,6 +21,7 @@ from otel_scorers.capture.trace import TraceBuffer
 from otel_scorers.config import (
     JudgeSettings,
     SamplingSettings,
+    ScorerSettings,
     SelectionSettings,
     Settings,
     load_settings,
@@ -43,7 +44,11 @@ from otel_scorers.pipeline.selection import Selection, Selector
 from otel_scorers.pipeline.slots import ScorerSpec, Slot
 from otel_scorers.scorers.alignment import PromptAlignmentScorer
 from otel_scorers.scorers.base import Scorer
-from otel_scorers.scorers.rubric import RubricLike, RubricScorer
+from otel_scorers.scorers.checks import ChecksScorer
+from otel_scorers.scorers.faithfulness import FaithfulnessScorer
+from otel_scorers.scorers.rubric import RubricLike, RubricScorer, needs_steps, parse_rubric
+from otel_scorers.scorers.tool_use import ToolUseScorer
+from otel_scorers.scorers.trajectory import TrajectoryScorer
 
 __all__ = [
     "Parts",
@@ -105,6 +110,7 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
                                        max_held=settings.max_held,
                                        on_unscored=metrics.unscored))
     policy = ContentPolicy(settings.reasons, settings.max_reason_chars)
+    configured = rubrics_from(settings, rubrics)
     evaluation = Evaluation(
         counts=counts, metrics=metrics, policy=policy,
         emitter=Emitter(tracer_provider=tracer_provider, logger_provider=logger_provider,
@@ -112,12 +118,14 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
         cache=ResultCache(settings.cache_ttl_s, settings.cache_size),
         timeout_s=settings.evaluation_timeout_s, log_once=log_once, mapping=mapping,
         extractor=extractor, limits=capture_limits or Limits(),
-        rubrics=rubrics_from(settings, rubrics), buffer=buffer,
+        rubrics=configured, buffer=buffer,
         assemble=settings.assemble_from_trace, enriched=enriched[0] if enriched else None,
         defer=defer, fuse=settings.fuse_judge_calls,
-        isolated=IsolatedScorers({slot.name: slot.scorer for slot in slots})
+        isolated=IsolatedScorers({slot.name: slot.scorer for slot in slots
+                                  if getattr(slot.scorer, "kind", "llm") != "code"})
         if settings.isolation == "process" else None, per_agent=selector.selection.per_agent,
-        steps=any(getattr(slot.scorer, "uses_steps", False) for slot in slots))
+        steps=any(getattr(slot.scorer, "uses_steps", False) for slot in slots)
+        or any(needs_steps(rubric) for rubric in configured.values()))
     return Parts(slots=slots, selector=selector,
                  buffer=buffer, counts=counts, evaluation=evaluation,
                  enriched=enriched[0] if enriched else None,
@@ -178,9 +186,11 @@ def capture_from(settings: Settings, capture: CaptureMapping | Extractor | None
 def rubrics_from(settings: Settings, rubrics: Mapping[str, RubricLike] | None
                  ) -> dict[str, Any]:
     """Rubrics per agent name (``"*"``: any agent); the argument wins over the settings."""
-    if rubrics is not None:
-        return dict(rubrics)
-    return {agent: _plain_rubric(rubric) for agent, rubric in settings.rubrics.items()}
+    if rubrics is None:
+        rubrics = {agent: _plain_rubric(rubric) for agent, rubric in settings.rubrics.items()}
+    # Parsed here, on the trusted side: a configured rubric may hold quick checks, a rubric
+    # read from a span may not (``parse_rubric(checks=False)`` there).
+    return {agent: list(parse_rubric(rubric)) for agent, rubric in rubrics.items()}
 
 
 def sampling_from(settings: SamplingSettings) -> Sampling:
@@ -219,19 +229,38 @@ def judge_from(settings: JudgeSettings) -> JudgeClient:
 def scorers_from(settings: Settings) -> list[ScorerSpec]:
     """Build the scorers a configuration describes (one judge client shared by all)."""
     judge = judge_from(settings.judge)
-    specs: list[ScorerSpec] = []
-    for item in settings.scorers:
-        scorer: Scorer
-        if item.type == "rubric":
-            scorer = RubricScorer(judge, _plain_rubric(item.criteria), scale=item.scale,
-                                  name=item.name or "rubric", examples=item.examples,
-                                  examples_max_tokens=item.examples_max_tokens)
-        else:
-            scorer = PromptAlignmentScorer(judge, scale=item.scale,
-                                           evaluation_mode=item.evaluation_mode,
-                                           pass_threshold=item.pass_threshold,
-                                           name=item.name or "prompt_alignment",
-                                           examples=item.examples,
-                                           examples_max_tokens=item.examples_max_tokens)
-        specs.append(ScorerSpec(scorer, sampling_from(item.sampling) if item.sampling else None))
-    return specs
+    return [ScorerSpec(scorer_of(item, judge),
+                       sampling_from(item.sampling) if item.sampling else None)
+            for item in settings.scorers]
+
+
+def scorer_of(item: ScorerSettings, judge: JudgeClient) -> Scorer:
+    """One configured scorer (its settings were checked to fit its type)."""
+    name = item.name or item.type
+    threshold = {} if item.pass_threshold is None else {"pass_threshold": item.pass_threshold}
+    if item.type == "rubric":
+        return RubricScorer(judge, _plain_rubric(item.criteria), scale=item.scale, name=name,
+                            examples=item.examples, examples_max_tokens=item.examples_max_tokens,
+                            include_trajectory=item.include_trajectory)
+    if item.type == "prompt_alignment":
+        return PromptAlignmentScorer(judge, scale=item.scale, evaluation_mode=item.evaluation_mode,
+                                     pass_threshold=item.pass_threshold, name=name,
+                                     examples=item.examples,
+                                     examples_max_tokens=item.examples_max_tokens,
+                                     include_trajectory=item.include_trajectory)
+    if item.type == "trajectory":
+        return TrajectoryScorer(
+            [e if isinstance(e, str) else e.model_dump(exclude_none=True)
+             for e in item.expected or ()],
+            ordering=item.ordering, allow_repeated_steps=item.allow_repeated_steps,
+            max_steps=item.max_steps, max_total_tokens=item.max_total_tokens,
+            max_duration_s=item.max_duration_s, no_redundant_calls=item.no_redundant_calls,
+            max_retries_per_tool=item.max_retries_per_tool, blacklist=item.blacklist,
+            blacklisted_sequences=item.blacklisted_sequences, scale=item.scale, name=name,
+            **threshold)
+    if item.type == "checks":
+        return ChecksScorer(item.checks, name=name, scale=item.scale)
+    if item.type == "tool_use":
+        return ToolUseScorer(judge, scale=item.scale, name=name, **threshold)
+    return FaithfulnessScorer(judge, context=item.context, scale=item.scale, name=name,
+                              **threshold)

@@ -168,6 +168,11 @@ class Evaluation:
                 self.release(span, {})
             self._say_why(span, captured, job.attributes)
             return []
+        if captured.run.steps:
+            try:
+                self.metrics.steps(captured.run.steps, captured.agent)
+            except Exception:
+                self.log_once("emit", "otel-scorers could not emit an evaluation result")
         batches = (call_batches((s.name, s.scorer) for s in job.slots)
                    if self.fuse and self.isolated is None else {})
         results = await asyncio.gather(*(
@@ -248,9 +253,9 @@ class Evaluation:
                 self.health.record(slot.name, result, getattr(slot.scorer, "judge", None))
                 decision, reason, error_type = decision_of(result)
             self.counts.add(slot.name, decision, reason, error_type)
-            if reason == Reason.NO_RUBRIC:
-                self.log_once(f"no_rubric:{slot.name}", no_rubric_warning(
-                    slot.name, captured.agent))
+            warning = skip_warning(reason, slot.name, captured.agent)
+            if warning is not None:
+                self.log_once(f"{reason}:{slot.name}", warning)
             counted = True
             if decision != Decision.FILTERED:
                 attributes = self._emit(span, slot, captured, result, start_ns)
@@ -369,6 +374,31 @@ def no_rubric_warning(scorer: str, agent: str | None) -> str:
             "judged (decision filtered, reason no_rubric). To fix: give it criteria, "
             "rubrics={'<agent>': '- ...'} (OTEL_SCORERS_RUBRIC sets one for every agent), or "
             "an otel_scorers.rubric span attribute")
+
+
+#: What to change when an agent scorer skips a run, by reason (``None``: nothing to change).
+_SKIP_FIXES: dict[str, str | None] = {
+    Reason.NO_STEPS: "the interaction's tool and LLM spans must reach this processor: trace the "
+                     "framework's tools (its instrumentation's tool spans) and keep "
+                     "assemble_from_trace on",
+    Reason.NO_TOOLS: None,  # an agent that has no tools and used none: right, nothing to fix
+    Reason.NO_CONTEXT: "record tool results (the instrumentation's content switch) or "
+                       "retrieved documents, or give the scorer a context",
+    Reason.NO_CLAIMS: None,  # an answer with nothing to ground (a greeting): nothing to fix
+}
+
+
+def skip_warning(reason: str | None, scorer: str, agent: str | None) -> str | None:
+    """The one warning for a scorer that skipped a run, with what to change; ``None`` where
+    skipping is the right outcome (no tools at all, no claims) or nothing was skipped."""
+    if reason == Reason.NO_RUBRIC:
+        return no_rubric_warning(scorer, agent)
+    fix = _SKIP_FIXES.get(reason or "")
+    if fix is None:
+        return None
+    whose = f"agent {agent!r}" if agent else "a run with no agent name"
+    return (f"otel-scorers: scorer {scorer} judged nothing for {whose} (decision filtered, "
+            f"reason {reason}). To fix: {fix}")
 
 
 def unpriced_warning(scorer: str, model: str) -> str:

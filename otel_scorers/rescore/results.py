@@ -26,7 +26,8 @@ def result_line(ref: RunRef, result: ScoreResult, agent: str | None,
                        "context": [{"role": m.role, "content": m.content}
                                    for m in run.conversation],
                        "output": run.response,
-                       "steps": [step.model_dump(exclude_defaults=True) for step in run.steps]}
+                       "steps": [step.model_dump(exclude_defaults=True) for step in run.steps],
+                       "tools": [tool.model_dump(exclude_defaults=True) for tool in run.tools]}
         if run.steps_dropped:
             line["run"]["steps_dropped"] = run.steps_dropped
     return line

@@ -1,11 +1,16 @@
-"""The scorers: rubric, prompt alignment, the shared result types and the correction loop."""
+"""The scorers: rubric and prompt alignment (judged), trajectory and quick checks (code), tool
+use and faithfulness (judged, over what the agent did), the shared result types and the
+correction loop."""
 
 from otel_scorers.scorers.alignment import (
     AlignmentAnalysis,
     PromptAlignmentScorer,
     create_prompt_alignment_scorer_llm,
 )
+from otel_scorers.scorers import checks
 from otel_scorers.scorers.base import BaseScorer, LLMScorer, Scorer
+from otel_scorers.scorers.checks import Check, ChecksScorer
+from otel_scorers.scorers.faithfulness import FaithfulnessScorer
 from otel_scorers.scorers.result import ScoreError, ScoreResult
 from otel_scorers.scorers.rubric import (
     Criterion,
@@ -16,6 +21,7 @@ from otel_scorers.scorers.rubric import (
     parse_rubric,
 )
 from otel_scorers.scorers.run import Message, ScorerRun
+from otel_scorers.scorers.steps import Step, ToolCall, ToolDefinition
 from otel_scorers.scorers.self_correction import (
     CorrectionResult,
     CorrectionStep,
@@ -23,14 +29,20 @@ from otel_scorers.scorers.self_correction import (
     is_task_complete,
     self_correct,
 )
+from otel_scorers.scorers.tool_use import ToolUseScorer
+from otel_scorers.scorers.trajectory import ExpectedStep, TrajectoryScorer
 
 __all__ = [
     "AlignmentAnalysis",
     "BaseScorer",
+    "Check",
+    "ChecksScorer",
     "CorrectionResult",
     "CorrectionStep",
     "Criterion",
     "CriterionVerdict",
+    "ExpectedStep",
+    "FaithfulnessScorer",
     "LLMScorer",
     "Message",
     "PromptAlignmentScorer",
@@ -40,7 +52,13 @@ __all__ = [
     "ScoreResult",
     "Scorer",
     "ScorerRun",
+    "Step",
+    "ToolCall",
+    "ToolDefinition",
+    "ToolUseScorer",
+    "TrajectoryScorer",
     "aself_correct",
+    "checks",
     "create_prompt_alignment_scorer_llm",
     "create_rubric_scorer",
     "is_task_complete",

@@ -174,8 +174,12 @@ class PromptAlignmentScorer(LLMScorer):
     def __init__(self, model: str | JudgeClient | None = None, *, scale: float = 1.0,
                  evaluation_mode: EvaluationMode = "both", pass_threshold: float | None = None,
                  name: str = "prompt_alignment", examples: Any = None,
-                 examples_max_tokens: int = 1500, **judge_options: Any) -> None:
+                 examples_max_tokens: int = 1500, include_trajectory: bool = False,
+                 **judge_options: Any) -> None:
         super().__init__(model, name=name, scale=scale, judge_options=judge_options)
+        #: show the judge what the agent did (its steps) beside the request and the response
+        self.include_trajectory = include_trajectory
+        self.uses_steps = include_trajectory
         if evaluation_mode not in get_args(EvaluationMode):
             raise ConfigError(
                 f"evaluation_mode must be one of {get_args(EvaluationMode)}, "
@@ -209,12 +213,14 @@ class PromptAlignmentScorer(LLMScorer):
         mode = self.mode_for(run)
         system = run.system_prompt if mode != "user" else None
         return digest("alignment", self.judge.fingerprint, self.scale, mode, system,
-                      run.conversation, run.user_prompt, run.response, self.examples_digest)
+                      run.conversation, run.user_prompt, run.response, self.examples_digest,
+                      prompts.trajectory_digest(run, self.include_trajectory))
 
     def ask(self, run: ScorerRun) -> Question:
         mode = self.check(run)
         request = JudgeRequest(instructions=prompts.alignment_instructions(mode),
-                               fields=prompts.alignment_fields(run, mode),
+                               fields=prompts.alignment_fields(run, mode,
+                                                              trajectory=self.include_trajectory),
                                answer_model=_ANSWERS[mode], task=prompts.alignment_task(mode),
                                examples=self.examples_text)
         return Question(request, lambda judgement: self._result(run, mode, judgement))

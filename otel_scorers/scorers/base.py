@@ -51,6 +51,9 @@ class BaseScorer(abc.ABC):
     #: Whether the scorer reads what the agent did (``ScorerRun.steps``): the pipeline keeps
     #: an interaction's tool calls, retrievals and LLM calls only when a scorer does.
     uses_steps: bool = False
+    #: ``llm`` (a judge decides) or ``code`` (decided without a judge): what result sinks
+    #: report as the annotator, and why a code scorer never goes to a judging process.
+    kind: str = "llm"
 
     def run(self, run: RunLike) -> ScoreResult:
         """Score ``run`` synchronously (safe from any thread that is not an event loop's)."""

@@ -10,12 +10,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from otel_scorers.scorers.run import Message, ScorerRun
+from otel_scorers.scorers.steps import Step
 
 if TYPE_CHECKING:
     from otel_scorers.scorers.rubric import Criterion
 
 MAX_CONTEXT_TURNS = 6
 MAX_CONTEXT_TURN_CHARS = 1_500
+#: Steps shown to the judge, and characters of each step's arguments and result.
+MAX_SHOWN_STEPS = 40
+MAX_STEP_FIELD_CHARS = 600
 
 RUBRIC_INSTRUCTIONS = """\
 You judge an AI agent's RESPONSE against a rubric of criteria labelled c1, c2, ... . A \
@@ -26,9 +30,11 @@ with "overallAssessment": what the agent should fix, if anything.\
 """
 
 
-def rubric_fields(criteria: Sequence[Criterion], run: ScorerRun) -> list[tuple[str, str]]:
+def rubric_fields(criteria: Sequence[Criterion], run: ScorerRun, *,
+                  trajectory: bool = False) -> list[tuple[str, str]]:
     checklist = "\n".join(f"c{i}: {c.description}" for i, c in enumerate(criteria, start=1))
-    return [("rubric criteria", checklist), *run_fields(run, include_system=True)]
+    return [("rubric criteria", checklist),
+            *run_fields(run, include_system=True, trajectory=trajectory)]
 
 
 def rubric_task(count: int) -> str:
@@ -78,9 +84,10 @@ def alignment_instructions(mode: str) -> str:
     return "\n\n".join(parts)
 
 
-def alignment_fields(run: ScorerRun, mode: str) -> list[tuple[str, str]]:
+def alignment_fields(run: ScorerRun, mode: str, *, trajectory: bool = False
+                     ) -> list[tuple[str, str]]:
     # User mode ignores the system prompt on purpose (seed: "ignoring system instructions").
-    return run_fields(run, include_system=mode in ("system", "both"))
+    return run_fields(run, include_system=mode in ("system", "both"), trajectory=trajectory)
 
 
 def alignment_task(mode: str) -> str:
@@ -90,7 +97,8 @@ def alignment_task(mode: str) -> str:
            '"overallAssessment".'
 
 
-def run_fields(run: ScorerRun, *, include_system: bool) -> list[tuple[str, str]]:
+def run_fields(run: ScorerRun, *, include_system: bool, trajectory: bool = False
+               ) -> list[tuple[str, str]]:
     fields: list[tuple[str, str]] = []
     if include_system and run.system_prompt:
         fields.append(("agent instructions", run.system_prompt))
@@ -99,8 +107,54 @@ def run_fields(run: ScorerRun, *, include_system: bool) -> list[tuple[str, str]]
         fields.append(("earlier conversation", context))
     if run.user_prompt:
         fields.append(("user request", run.user_prompt))
+    if trajectory:
+        fields.append(("what the agent did", render_steps(run) or "(no steps were recorded)"))
     fields.append(("agent response", run.response))
     return fields
+
+
+def trajectory_digest(run: ScorerRun, shown: bool) -> object:
+    """What of the steps reaches the judge (for cache keys): all of them, or nothing."""
+    return (run.steps, run.steps_dropped, run.tools) if shown else ()
+
+
+def render_steps(run: ScorerRun, *, numbered: Sequence[Step] | None = None) -> str:
+    """What the agent did, one numbered line per tool call, retrieval or handoff (arguments and
+    results clipped), after a line counting its LLM calls and their tokens. ``numbered``
+    picks the steps given numbers (the tool-use scorer asks about those)."""
+    acts = [step for step in run.steps if step.acts] if numbered is None else list(numbered)
+    calls = [step for step in run.steps if step.kind == "llm"]
+    lines = []
+    if calls:
+        tokens = sum(step.tokens for step in calls)
+        lines.append(f"LLM calls: {len(calls)}" + (f" ({tokens} tokens)" if tokens else ""))
+    for index, step in enumerate(acts[:MAX_SHOWN_STEPS], start=1):
+        lines.append(f"{index}. {render_step(step)}")
+    hidden = len(acts) - MAX_SHOWN_STEPS + run.steps_dropped
+    if hidden > 0:
+        lines.append(f"[{hidden} more steps not shown]")
+    return "\n".join(lines)
+
+
+def render_step(step: Step) -> str:
+    who = f" (agent {step.agent})" if step.agent else ""
+    if step.kind == "tool":
+        text = f"tool {step.name}{who}: arguments {_clip(step.arguments) or '(none)'}"
+        if step.error:
+            return text + f" -> FAILED: {_clip(step.error)}"
+        return text + f" -> result {_clip(step.result) or '(none)'}"
+    if step.kind == "retrieval":
+        return (f"retrieval {step.name}{who}: query {_clip(step.query) or '(none)'} -> "
+                f"{len(step.documents)} document(s)")
+    if step.kind == "handoff":
+        return f"handoff to agent {step.name}{who}"
+    return f"llm {step.name}{who}"
+
+
+def _clip(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_STEP_FIELD_CHARS:
+        return text
+    return text[:MAX_STEP_FIELD_CHARS] + " [...]"
 
 
 def render_conversation(messages: Sequence[Message]) -> str:

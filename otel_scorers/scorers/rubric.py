@@ -23,12 +23,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model
+from pydantic import Field, StrictBool, create_model
 
 from otel_scorers.errors import ConfigError, ScorerInputError
 from otel_scorers.judge.client import JudgeClient, Judgement, JudgeRequest
 from otel_scorers.scorers import prompts
 from otel_scorers.scorers.base import LLMScorer, Question, digest, mastra_options
+from otel_scorers.scorers.checks import Check, parse_check
+from otel_scorers.scorers.criteria import CriterionVerdict, RubricAnalysis
 from otel_scorers.scorers.result import JudgeModel, ScoreResult, bounded_text
 from otel_scorers.scorers.run import ScorerRun
 
@@ -57,6 +59,14 @@ class Criterion:
     description: str
     id: str | None = None
     required: bool = True
+    #: decided in code, without the judge (:mod:`otel_scorers.scorers.checks`)
+    check: Check | None = None
+
+    @classmethod
+    def of_check(cls, check: str | Check, *, required: bool = True) -> Criterion:
+        """A criterion decided by a quick check (``"called_tool get_weather"``)."""
+        parsed = parse_check(check)
+        return cls(parsed.description, parsed.id, required, parsed)
 
     def __post_init__(self) -> None:
         if not isinstance(self.description, str) or not self.description.strip():
@@ -68,19 +78,21 @@ class Criterion:
 RubricLike = str | Criterion | Mapping[str, Any] | Sequence[str | Criterion | Mapping[str, Any]]
 
 
-def parse_rubric(rubric: RubricLike | None) -> tuple[Criterion, ...]:
+def parse_rubric(rubric: RubricLike | None, *, checks: bool = True) -> tuple[Criterion, ...]:
     """Turn a string checklist, a criterion, or a list of them into criteria.
 
     A string is one required criterion per non-blank line, with one leading list marker
     (``-``, ``*``, ``•``, ``1.``, ``1)``) removed when white space follows it, so
-    ``1.5 is a version`` stays whole. Mappings take ``description``, ``id`` and ``required``.
+    ``1.5 is a version`` stays whole. Mappings take ``description``, ``id``, ``required`` and
+    ``check``. A line ``check: called_tool get_weather`` (or a ``check`` key) is a quick check,
+    decided without the judge; ``checks=False`` (a rubric that came with a run) refuses them.
     """
     if rubric is None:
         return ()
     if isinstance(rubric, str):
         lines = (line.strip() for line in rubric.splitlines())
         texts = (_MARKER.sub("", line, count=1).strip() for line in lines if line)
-        return tuple(Criterion(text) for text in texts if text)
+        return tuple(_line(text, checks) for text in texts if text)
     if isinstance(rubric, Criterion | Mapping):
         rubric = [rubric]
     if not isinstance(rubric, Sequence):
@@ -91,19 +103,43 @@ def parse_rubric(rubric: RubricLike | None) -> tuple[Criterion, ...]:
         if isinstance(item, Criterion):
             out.append(item)
         elif isinstance(item, str):
-            out.extend(parse_rubric(item))
+            out.extend(parse_rubric(item, checks=checks))
         elif isinstance(item, Mapping):
-            unknown = set(item) - {"description", "id", "required"}
-            if unknown:
-                raise ConfigError(f"unknown criterion keys: {sorted(unknown)}")
-            required = item.get("required", True)
-            if not isinstance(required, bool):
-                raise ConfigError(f"criterion 'required' must be true or false, got {required!r}")
-            out.append(Criterion(description=item.get("description", ""), id=item.get("id"),
-                                 required=required))
+            out.append(_criterion(item, checks))
         else:
             raise ConfigError(f"cannot read a rubric criterion from {type(item).__name__}")
     return tuple(out)
+
+
+def _line(text: str, checks: bool) -> Criterion:
+    if text[:6].lower() == "check:":
+        if not checks:
+            raise ConfigError("a rubric that comes with a run cannot hold checks (configure "
+                              "them in the scorer or the rubrics setting)")
+        return Criterion.of_check(text[6:].strip())
+    return Criterion(text)
+
+
+def _criterion(item: Mapping[str, Any], checks: bool) -> Criterion:
+    unknown = set(item) - {"description", "id", "required", "check"}
+    if unknown:
+        raise ConfigError(f"unknown criterion keys: {sorted(unknown)}")
+    required = item.get("required", True)
+    if not isinstance(required, bool):
+        raise ConfigError(f"criterion 'required' must be true or false, got {required!r}")
+    if item.get("check") is not None:
+        if not checks:
+            raise ConfigError("a rubric that comes with a run cannot hold checks")
+        made = Criterion.of_check(item["check"], required=required)
+        return Criterion(item.get("description") or made.description, item.get("id") or made.id,
+                         required, made.check)
+    return Criterion(description=item.get("description", ""), id=item.get("id"),
+                     required=required)
+
+
+def needs_steps(criteria: Sequence[Criterion]) -> bool:
+    """Whether any criterion is a check that reads what the agent did."""
+    return any(c.check is not None and c.check.uses_steps for c in criteria)
 
 
 def criterion_ids(criteria: Sequence[Criterion]) -> tuple[str, ...]:
@@ -127,39 +163,6 @@ def criterion_ids(criteria: Sequence[Criterion]) -> tuple[str, ...]:
         seen.add(ident)
         ids.append(ident)
     return tuple(ids)
-
-
-class CriterionVerdict(BaseModel):
-    """One criterion as judged (``analyzeStepResult.criteria[i]``)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    description: str
-    required: bool
-    satisfied: bool
-    reasoning: str
-
-
-class RubricAnalysis(BaseModel):
-    """The rubric's ``analyzeStepResult``."""
-
-    model_config = ConfigDict(frozen=True)
-
-    criteria: tuple[CriterionVerdict, ...]
-    overall_assessment: str = ""
-    required_unmet: int = 0
-    #: The rubric came with the run (a span attribute, the request context): application
-    #: content, so telemetry without content (``reasons="none"``) must not carry its text,
-    #: not even as criterion-id slugs.
-    dynamic: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "criteria": [c.model_dump() for c in self.criteria],
-            "overallAssessment": self.overall_assessment,
-            "requiredUnmet": self.required_unmet,
-        }
 
 
 class _Verdict(JudgeModel):
@@ -189,13 +192,17 @@ class RubricScorer(LLMScorer):
 
     def __init__(self, model: str | JudgeClient | None = None, criteria: RubricLike | None = None,
                  *, scale: float = 1.0, name: str = "rubric", examples: Any = None,
-                 examples_max_tokens: int = 1500, **judge_options: Any) -> None:
+                 examples_max_tokens: int = 1500, include_trajectory: bool = False,
+                 **judge_options: Any) -> None:
         super().__init__(model, name=name, scale=scale, judge_options=judge_options)
         self.set_examples(examples, kind="rubric", max_tokens=examples_max_tokens)
         self.criteria = parse_rubric(criteria)
         if len(self.criteria) > MAX_CRITERIA:
             raise ConfigError(f"a rubric holds at most {MAX_CRITERIA} criteria")
         self._ids = criterion_ids(self.criteria)
+        #: show the judge what the agent did (its steps), so a criterion may speak of it
+        self.include_trajectory = include_trajectory
+        self.uses_steps = include_trajectory or needs_steps(self.criteria)
 
     def resolve(self, run: ScorerRun) -> tuple[tuple[Criterion, ...], str]:
         """The criteria for ``run`` and where they came from."""
@@ -208,7 +215,7 @@ class RubricScorer(LLMScorer):
             if value is None:
                 continue
             try:
-                criteria = parse_rubric(value)
+                criteria = parse_rubric(value, checks=False)
             except ConfigError as exc:
                 raise ScorerInputError(f"invalid rubric in {source}: {exc}") from exc
             if len(criteria) > MAX_CRITERIA:
@@ -224,7 +231,8 @@ class RubricScorer(LLMScorer):
         criteria, _ = self.resolve(run)
         return digest("rubric", self.judge.fingerprint, self.scale, criteria,
                       run.system_prompt, run.conversation, run.user_prompt, run.response,
-                      self.examples_digest)
+                      self.examples_digest, prompts.trajectory_digest(run, self.include_trajectory
+                                                                     or needs_steps(criteria)))
 
     def ask(self, run: ScorerRun) -> Question | ScoreResult:
         criteria, source = self.resolve(run)
@@ -240,36 +248,50 @@ class RubricScorer(LLMScorer):
         dynamic = source != "static"
         redactor = self.judge.redactor
         if dynamic and redactor is not None:  # what the judge saw, and all that is reported
-            criteria = tuple(Criterion(redactor(c.description), c.id, c.required)
+            criteria = tuple(Criterion(redactor(c.description), c.id, c.required, c.check)
                              for c in criteria)
         ids = self._ids if criteria is self.criteria else criterion_ids(criteria)
+        decided = {i: c.check(run) for i, c in enumerate(criteria) if c.check is not None}
+        judged = [c for c in criteria if c.check is None]
+        if not judged:  # every criterion is a check: no judge call
+            return self._result(run, criteria, ids, dynamic, decided, None)
         request = JudgeRequest(instructions=prompts.RUBRIC_INSTRUCTIONS,
-                               fields=prompts.rubric_fields(criteria, run),
-                               answer_model=answer_model(len(criteria)),
-                               task=prompts.rubric_task(len(criteria)),
+                               fields=prompts.rubric_fields(judged, run, trajectory=(
+                                   self.include_trajectory)),
+                               answer_model=answer_model(len(judged)),
+                               task=prompts.rubric_task(len(judged)),
                                examples=self.examples_text)
         return Question(request, lambda judgement: self._result(
-            run, criteria, ids, dynamic, judgement))
+            run, criteria, ids, dynamic, decided, judgement))
 
     def _result(self, run: ScorerRun, criteria: tuple[Criterion, ...], ids: tuple[str, ...],
-                dynamic: bool, judgement: Judgement[Any]) -> ScoreResult:
-        answer: Any = judgement.value
-        verdicts = tuple(
-            CriterionVerdict(id=ident, description=c.description, required=c.required,
-                             satisfied=getattr(answer.verdicts, f"c{i}").satisfied,
-                             reasoning=getattr(answer.verdicts, f"c{i}").reasoning)
-            for i, (c, ident) in enumerate(zip(criteria, ids, strict=True), start=1)
-        )
+                dynamic: bool, decided: dict[int, tuple[bool, str]],
+                judgement: Judgement[Any] | None) -> ScoreResult:
+        answer: Any = judgement.value if judgement is not None else None
+        found: list[CriterionVerdict] = []
+        label = 0
+        for index, (c, ident) in enumerate(zip(criteria, ids, strict=True)):
+            if index in decided:
+                satisfied, reasoning = decided[index]
+            else:
+                label += 1
+                verdict = getattr(answer.verdicts, f"c{label}")
+                satisfied, reasoning = verdict.satisfied, verdict.reasoning
+            found.append(CriterionVerdict(id=ident, description=c.description,
+                                          required=c.required, satisfied=satisfied,
+                                          reasoning=reasoning))
+        verdicts = tuple(found)
         gating = [v for v in verdicts if v.required] or list(verdicts)
         unmet = [v for v in gating if not v.satisfied]
-        analysis = RubricAnalysis(criteria=verdicts, overall_assessment=answer.overall_assessment,
-                                  required_unmet=len(unmet), dynamic=dynamic)
+        analysis = RubricAnalysis(criteria=verdicts, overall_assessment=(
+            answer.overall_assessment if answer is not None else ""),
+            required_unmet=len(unmet), dynamic=dynamic)
         passed = not unmet
         return ScoreResult(
             run_id=run.run_id, scorer=self.name, score=self.scale if passed else 0.0,
             scale=self.scale, label="pass" if passed else "fail", passed=passed,
             reason=rubric_reason(analysis, gating_count=len(gating)), analysis=analysis,
-            judge=judgement.usage)
+            judge=judgement.usage if judgement is not None else None)
 
 
 def rubric_reason(analysis: RubricAnalysis, *, gating_count: int) -> str:

@@ -21,9 +21,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from otel_scorers.scorers.steps import Step, ToolCall
+from otel_scorers.scorers.steps import MAX_STEPS, MAX_TOOLS, Step, ToolCall, ToolDefinition
 
 __all__ = ["Message", "RunLike", "ScorerRun", "messages_from", "text_of", "tool_calls_of"]
 
@@ -46,7 +46,9 @@ class ScorerRun(BaseModel):
     ``input_messages`` are the conversation before the response (user and assistant turns),
     ``system_messages`` the agent's instructions, ``output`` the agent's reply messages.
     ``request_context`` and ``additional_context`` carry per-run settings such as a dynamic
-    ``rubric``; ``input_data`` keeps non-message keys given inside ``input``.
+    ``rubric``; ``input_data`` keeps non-message keys given inside ``input``. ``steps`` are
+    what the agent did (tool calls, retrievals, LLM calls, handoffs, in time order) and
+    ``tools`` the tools it could have called, when the telemetry says.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -61,6 +63,7 @@ class ScorerRun(BaseModel):
     original_task: str | None = None
     steps: tuple[Step, ...] = ()
     steps_dropped: int = 0
+    tools: tuple[ToolDefinition, ...] = ()
 
     # -- derived views -------------------------------------------------------------------
     @property
@@ -91,6 +94,11 @@ class ScorerRun(BaseModel):
         """All system instructions joined, or ``None`` when there are none."""
         text = "\n\n".join(m.content for m in self.system_messages if m.content.strip())
         return text or None
+
+    @property
+    def tool_steps(self) -> tuple[Step, ...]:
+        """The tool executions, in order."""
+        return tuple(step for step in self.steps if step.kind == "tool")
 
     @property
     def response(self) -> str:
@@ -151,6 +159,11 @@ class ScorerRun(BaseModel):
                 _first(data, "additionalContext", "additional_context") or {}),
             "input_data": input_data,
         }
+        steps, tools = _steps(data.get("steps")), _tools(data.get("tools"))
+        if steps:
+            fields["steps"] = steps
+        if tools:
+            fields["tools"] = tools
         run_id = _first(data, "runId", "run_id")
         if run_id is not None:
             fields["run_id"] = str(run_id)
@@ -165,6 +178,40 @@ _RUN_INPUT_KEYS = frozenset({
     "inputMessages", "input_messages", "rememberedMessages", "remembered_messages",
     "systemMessages", "system_messages", "taggedSystemMessages", "tagged_system_messages",
     "originalTask", "original_task"})
+
+
+def _steps(value: Any) -> tuple[Step, ...]:
+    """``steps``: a list of step mappings (``{"kind": "tool", "name": ..., "arguments": ...}``,
+    the shape ``rescore --include-run`` writes), at most ``MAX_STEPS``."""
+    if value is None:
+        return ()
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes | bytearray):
+        raise TypeError("'steps' must be a list of steps")
+    try:
+        return tuple(step if isinstance(step, Step) else Step.model_validate(step)
+                     for step in value[:MAX_STEPS])
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise TypeError(f"invalid step ({where}: {first['msg']})") from None
+
+
+def _tools(value: Any) -> tuple[ToolDefinition, ...]:
+    """``tools``: names, or ``{"name", "description"}`` mappings, of the tools the agent had."""
+    if value is None:
+        return ()
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes | bytearray):
+        raise TypeError("'tools' must be a list of tool names or {name, description}")
+    out = []
+    for item in value[:MAX_TOOLS]:
+        if isinstance(item, str):
+            out.append(ToolDefinition(name=item))
+        elif isinstance(item, Mapping) and isinstance(item.get("name"), str):
+            out.append(ToolDefinition(name=item["name"],
+                                      description=str(item.get("description") or "")))
+        else:
+            raise TypeError("'tools' must be a list of tool names or {name, description}")
+    return tuple(out)
 
 
 def _tagged(value: Any) -> list[Message]:

@@ -14,7 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["MAX_FIELD_CHARS", "MAX_STEPS", "Step", "StepKind", "ToolCall", "clip"]
+__all__ = ["MAX_FIELD_CHARS", "MAX_STEPS", "MAX_TOOLS", "Step", "StepKind", "ToolCall",
+           "ToolDefinition", "clip"]
 
 #: Characters kept of a step's arguments, result, error or document.
 MAX_FIELD_CHARS = 4_000
@@ -22,6 +23,9 @@ MAX_FIELD_CHARS = 4_000
 MAX_STEPS = 200
 #: Documents kept per retrieval step.
 MAX_DOCUMENTS = 20
+#: Tool definitions kept per run, and characters of each description.
+MAX_TOOLS = 64
+MAX_TOOL_DESCRIPTION_CHARS = 500
 
 StepKind = Literal["llm", "tool", "retrieval", "handoff"]
 
@@ -41,6 +45,16 @@ class ToolCall(BaseModel):
     name: str
     arguments: str | None = None
     id: str | None = None
+
+
+class ToolDefinition(BaseModel):
+    """A tool the agent could call (``gen_ai.tool.definitions``, OpenInference ``llm.tools``,
+    Traceloop ``llm.request.functions``): its name and what it is for."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str = ""
 
 
 class Step(BaseModel):
@@ -76,3 +90,13 @@ class Step(BaseModel):
     @property
     def failed(self) -> bool:
         return self.error is not None
+
+    @property
+    def tokens(self) -> int:
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
+
+    @property
+    def acts(self) -> bool:
+        """A step the agent took in the world (a tool call, a retrieval, a handoff), as opposed
+        to a model call: what a trajectory is made of."""
+        return self.kind != "llm"

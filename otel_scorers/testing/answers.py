@@ -19,12 +19,14 @@ __all__ = [
     "RecordedRequest",
     "Responder",
     "alignment_answer",
+    "faithfulness_answer",
     "fault",
     "garbage",
     "hang",
     "judge_responder",
     "reply",
     "rubric_answer",
+    "tool_use_answer",
 ]
 
 @dataclass(frozen=True)
@@ -161,6 +163,41 @@ def alignment_answer(user: Sequence[float] | None = None, system: Sequence[float
     return answer
 
 
+def tool_use_answer(calls: Sequence[tuple[bool, bool]], *, missing: Sequence[str] = (),
+                    overall: str = "Scripted overall assessment.") -> dict[str, Any]:
+    """The judge JSON for the tool-use scorer: ``(appropriate, arguments_correct)`` per call,
+    in call order, and the tools it should have called."""
+    return {"calls": {f"s{i}": {"reasoning": f"Scripted reasoning for call {i}.",
+                                "appropriate": ok, "argumentsCorrect": args}
+                      for i, (ok, args) in enumerate(calls, start=1)},
+            "missingTools": list(missing), "overallAssessment": overall}
+
+
+def faithfulness_answer(claims: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """The judge JSON for the faithfulness scorer: ``(claim, verdict)`` pairs, verdict ``yes``,
+    ``no`` or ``unsure``."""
+    return {"claims": [{"claim": claim, "verdict": verdict, "reason": f"Scripted: {verdict}."}
+                       for claim, verdict in claims]}
+
+
+def grounded_claims(response: str, context: str) -> list[tuple[str, str]]:
+    """A scripted judge's claims: one per sentence of ``response``; ``yes`` when every number
+    in it appears in ``context``, ``no`` when one does not, ``unsure`` without numbers."""
+    found = set(re.findall(r"\d+(?:\.\d+)?", context))
+    claims = []
+    for sentence in re.split(r"(?<=[.!?])\s+", response.strip()):
+        if not sentence:
+            continue
+        numbers = set(re.findall(r"\d+(?:\.\d+)?", sentence))
+        verdict = "unsure" if not numbers else "yes" if numbers <= found else "no"
+        claims.append((sentence, verdict))
+    return claims
+
+
+def _fields(text: str) -> dict[str, str]:
+    return {m.group("name").strip(): m.group("body") for m in _FENCED.finditer(text)}
+
+
 Responder = Callable[[RecordedRequest], Answer]
 
 _CRITERION_LINE = re.compile(r"^c(\d+): ", re.MULTILINE)
@@ -172,13 +209,22 @@ def judge_responder(*, satisfied: bool | Callable[[int, str], bool] = True,
                     system: Sequence[float] = (1.0, 1.0, 1.0, 1.0),
                     delay_s: float = 0.0, prompt_tokens: int = 100,
                     completion_tokens: int = 50) -> Responder:
-    """A responder that answers any rubric or prompt-alignment request of this library.
+    """A responder that answers any request of the built-in scorers.
 
     Rubric requests get one verdict per criterion (``satisfied``, or ``satisfied(i, text)``
-    per criterion); alignment requests get the dimension scores their mode asks for; a fused
+    per criterion); alignment requests get the dimension scores their mode asks for; tool-use
+    requests call every tool call right (appropriate, right arguments, nothing missing);
+    faithfulness requests get :func:`grounded_claims` of the response; a fused
     call gets each part's answer under its key; ``check-config --ping`` gets ``{"ok": true}``.
     """
     def answer(instructions: str, user_text: str) -> Mapping[str, Any]:
+        if "used its tools" in instructions:
+            calls = re.findall(r"^s\d+: ", _fields(user_text).get("tool calls", ""), re.M)
+            return tool_use_answer([(True, True)] * len(calls))
+        if "is faithful to the CONTEXT" in instructions:
+            fields = _fields(user_text)
+            return faithfulness_answer(grounded_claims(fields.get("agent response", ""),
+                                                       fields.get("context", "")))
         criteria = _CRITERION_LINE.findall(user_text)
         if criteria and "rubric of criteria" in instructions:
             texts = re.findall(r"^c\d+: (.*)$", user_text, re.MULTILINE)
@@ -199,6 +245,8 @@ def judge_responder(*, satisfied: bool | Callable[[int, str], bool] = True,
                 for index, block in zip(parts[1::2], parts[2::2], strict=True)}
         elif "connectivity check" in system_text:
             content = {"ok": True}
+        elif "used its tools" in system_text or "is faithful to the CONTEXT" in system_text:
+            content = answer(system_text, user_text)
         elif _CRITERION_LINE.search(user_text):
             content = answer("rubric of criteria", user_text)
         else:

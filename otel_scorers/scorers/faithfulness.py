@@ -1,0 +1,189 @@
+"""The faithfulness scorer: is the answer grounded in what the agent's tools and retrievals
+returned? One judge call (seed: Mastra ``createFaithfulnessScorer``, which needs two; docs/
+mastra.md lists the differences).
+
+The context is, in order: the scorer's own ``context`` (Mastra's ``options.context``), a run's
+``context`` in its request context, additional context or input, else the run's own: the
+results of its successful tool calls and the documents its retrievals returned. The judge
+lists the answer's claims (at most 30) and gives each a verdict against the context in the same
+answer: ``yes`` (supported), ``no`` (contradicted), ``unsure`` (not in the context). Score =
+supported claims / claims, rounded to two decimals, times ``scale`` (Mastra's formula: unsure
+counts as unsupported); contradicted claims are named in the reason. Passes at
+``pass_threshold`` (default 1.0: every claim supported).
+
+No context is a counted ``no_context`` decision, never a score; an answer with no factual
+claim (a greeting, a question back) is ``no_claims``: there is nothing to ground.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from otel_scorers.errors import ConfigError, ScorerInputError
+from otel_scorers.judge.client import JudgeClient, Judgement, JudgeRequest
+from otel_scorers.scorers.base import LLMScorer, Question, digest
+from otel_scorers.scorers.criteria import CriterionVerdict, RubricAnalysis
+from otel_scorers.scorers.result import JudgeModel, ScoreResult, bounded_list, bounded_text
+from otel_scorers.scorers.run import ScorerRun, text_of
+
+__all__ = ["FaithfulnessAnalysis", "FaithfulnessScorer", "context_of"]
+
+MAX_CLAIMS = 30
+#: Characters of context sent to the judge (each piece clipped to a share of it).
+MAX_CONTEXT_CHARS = 24_000
+MAX_PIECE_CHARS = 6_000
+
+INSTRUCTIONS = """\
+You judge whether an AI agent's RESPONSE is faithful to the CONTEXT (what its tools and \
+retrievals returned). First list the response's claims: every factual statement, split \
+compound sentences into single claims, include numbers, dates and names; leave out \
+questions, greetings, offers of help and instructions to the user. At most 30 claims. For each \
+claim give "claim" (short, in the response's words), "verdict": "yes" if the context states \
+or directly implies it, "no" if the context contradicts it, "unsure" if the context does not \
+say (speculation, outside knowledge), then "reason" (one sentence). Use only the context, \
+never your own knowledge. A response with no factual claim has an empty list.\
+"""
+
+
+class _Claim(JudgeModel):
+    claim: bounded_text(300)  # type: ignore[valid-type]
+    verdict: Literal["yes", "no", "unsure"]
+    reason: bounded_text(300)  # type: ignore[valid-type]
+
+
+class _Answer(JudgeModel):
+    claims: bounded_list(_Claim, MAX_CLAIMS)  # type: ignore[valid-type]
+
+
+class FaithfulnessAnalysis(RubricAnalysis):
+    """``analyzeStepResult``: one criterion per claim (satisfied: supported), the counts, and
+    where the context came from."""
+
+    verdict_metrics = False
+    supported: int = 0
+    contradicted: int = 0
+    unsure: int = 0
+    context_source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "supported": self.supported,
+                "contradicted": self.contradicted, "unsure": self.unsure,
+                "contextSource": self.context_source}
+
+
+class FaithfulnessScorer(LLMScorer):
+    """Claims of the answer checked against the run's own context (see the module docstring)."""
+
+    def __init__(self, model: str | JudgeClient | None = None, *,
+                 context: Sequence[str] | None = None, scale: float = 1.0,
+                 pass_threshold: float = 1.0, name: str = "faithfulness",
+                 **judge_options: Any) -> None:
+        super().__init__(model, name=name, scale=scale, judge_options=judge_options)
+        if not 0.0 <= pass_threshold <= 1.0:
+            raise ConfigError("pass_threshold is a share of the scale, between 0 and 1")
+        if context is not None and (isinstance(context, str) or not all(
+                isinstance(piece, str) for piece in context)):
+            raise ConfigError("context is a list of strings")
+        self.pass_threshold = pass_threshold
+        self.context = tuple(context) if context is not None else None
+        #: the run's tool results and retrievals are read only when no context is given
+        self.uses_steps = self.context is None
+
+    def cache_key(self, run: ScorerRun) -> str | None:
+        pieces, _ = context_of(run, self.context)
+        return digest("faithfulness", self.judge.fingerprint, self.scale, pieces,
+                      run.user_prompt, run.response)
+
+    def ask(self, run: ScorerRun) -> Question | ScoreResult:
+        pieces, source = context_of(run, self.context)
+        if not pieces:
+            return ScoreResult(
+                run_id=run.run_id, scorer=self.name, score=self.scale, scale=self.scale,
+                label="skipped", passed=True, skipped="no_context",
+                reason="Not judged: nothing to ground the answer on (no tool result or "
+                       "retrieved document in the run, and no context given).")
+        if not run.response.strip():
+            raise ScorerInputError("the run has no response to judge (empty output)")
+        fields = [("context", render_context(pieces))]
+        if run.user_prompt:
+            fields.append(("user request", run.user_prompt))
+        fields.append(("agent response", run.response))
+        request = JudgeRequest(instructions=INSTRUCTIONS, fields=fields, answer_model=_Answer,
+                               task='List the claims with their verdicts; answer with the JSON '
+                                    'object {"claims": [...]}.')
+        return Question(request, lambda judgement: self._result(run, source, judgement))
+
+    def _result(self, run: ScorerRun, source: str, judgement: Judgement[Any]) -> ScoreResult:
+        claims = judgement.value.claims
+        if not claims:
+            return ScoreResult(
+                run_id=run.run_id, scorer=self.name, score=self.scale, scale=self.scale,
+                label="skipped", passed=True, skipped="no_claims", judge=judgement.usage,
+                reason="Not scored: the judge found no factual claim in the answer.")
+        verdicts = tuple(CriterionVerdict(
+            id=f"claim_{i}", description=claim.claim, required=True,
+            satisfied=claim.verdict == "yes", reasoning=f"{claim.verdict}: {claim.reason}")
+            for i, claim in enumerate(claims, start=1))
+        counts = {v: sum(1 for c in claims if c.verdict == v) for v in ("yes", "no", "unsure")}
+        level = round(counts["yes"] / len(claims), 2)
+        passed = level >= self.pass_threshold
+        analysis = FaithfulnessAnalysis(
+            criteria=verdicts, required_unmet=len(claims) - counts["yes"], dynamic=True,
+            supported=counts["yes"], contradicted=counts["no"], unsure=counts["unsure"],
+            context_source=source)
+        lines = [f"Faithfulness {level:.2f}: {counts['yes']} of {len(claims)} claim(s) "
+                 f"supported by the {source}, {counts['no']} contradicted, {counts['unsure']} "
+                 "not in it."]
+        contradicted = [c.claim for c in claims if c.verdict == "no"]
+        if contradicted:
+            lines.append("Contradicted by the context: " + "; ".join(contradicted))
+        lines += [f"- [{c.verdict.upper()}] {c.claim} — {c.reason}" for c in claims]
+        return ScoreResult(run_id=run.run_id, scorer=self.name, score=level * self.scale,
+                           scale=self.scale, label="pass" if passed else "fail", passed=passed,
+                           reason="\n".join(lines), analysis=analysis, judge=judgement.usage)
+
+
+def context_of(run: ScorerRun, given: Sequence[str] | None = None
+               ) -> tuple[tuple[str, ...], str]:
+    """The context to ground the answer on, and where it came from: ``given``, a run's own
+    ``context``, else its successful tool results and retrieved documents."""
+    if given:
+        return tuple(given), "given context"
+    for values in (run.request_context, run.additional_context, run.input_data):
+        value = values.get("context")
+        if value is not None:
+            pieces = _pieces(value)
+            if pieces:
+                return pieces, "run's context"
+    out: list[str] = []
+    for step in run.steps:
+        if step.kind == "tool" and not step.failed and step.result and step.result.strip():
+            out.append(f"[tool {step.name}] {step.result}")
+        elif step.kind == "retrieval":
+            out += [f"[retrieved by {step.name}] {doc}" for doc in step.documents if doc.strip()]
+    return tuple(out), "tool results and retrievals"
+
+
+def _pieces(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,) if value.strip() else ()
+    if isinstance(value, Mapping):
+        text = text_of(value)
+        return (text,) if text.strip() else ()
+    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        return tuple(p for item in value for p in _pieces(item))
+    return ()
+
+
+def render_context(pieces: Sequence[str]) -> str:
+    """The pieces, each clipped, within :data:`MAX_CONTEXT_CHARS` (the rest said, not sent)."""
+    lines, used = [], 0
+    for index, piece in enumerate(pieces):
+        text = piece if len(piece) <= MAX_PIECE_CHARS else piece[:MAX_PIECE_CHARS] + " [...]"
+        if used + len(text) > MAX_CONTEXT_CHARS:
+            lines.append(f"[{len(pieces) - index} more context piece(s) not shown]")
+            break
+        lines.append(text)
+        used += len(text)
+    return "\n\n".join(lines)

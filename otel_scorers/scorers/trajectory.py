@@ -1,0 +1,427 @@
+"""The trajectory scorer: what the agent did, judged in code (seed: Mastra
+``createTrajectoryScorerCode``; docs/mastra.md lists every difference).
+
+The trajectory is the run's tool calls, retrievals and handoffs in time order (its LLM calls
+count in the token budget, not as steps). Four parts, each reported like a rubric criterion
+with a score between 0 and 1:
+
+- **accuracy** (weight 0.4, when expected steps are given): the expected steps compared
+  ``relaxed`` (in order, other steps allowed between: greedy, matched / expected), ``strict``
+  (position by position: matched / expected, minus 0.5 x extra steps / expected) or
+  ``unordered`` (each expected step matched once anywhere); with ``allow_repeated_steps=False``
+  each distinct repeated step name costs 0.1. An expected step may give ``arguments``: each
+  given key must equal the call's (JSON values, key order ignored), others may differ.
+- **efficiency** (0.3, when a budget or ``no_redundant_calls`` is set: the redundancy check is
+  on by default): the mean of each set check; a budget (``max_steps``, ``max_total_tokens``,
+  ``max_duration_s``) scores ``max(0, 1 - over / budget)``, redundant calls (the same tool with
+  the same arguments twice in a row) ``max(0, 1 - 0.2 x count)``.
+- **tool failures** (0.2, when a failed call was retried): runs of consecutive calls of one
+  tool, a failed call followed by another call of it is a retry; retries past
+  ``max_retries_per_tool`` (2) cost 0.2 each.
+- **blacklist** (0.1, when tools or sequences are blacklisted): any use of a blacklisted tool,
+  or a blacklisted sequence as consecutive steps, makes the whole score 0.
+
+The score is the weighted mean of the active parts (weights renormalised over them), rounded
+to two decimals, times ``scale``; nothing active is 1. It passes at ``pass_threshold`` (a share
+of the scale, default 1.0: every active part perfect). The expected steps come from the scorer,
+or per run from ``expected_trajectory`` in the request context, additional context or input (a
+list of steps, or a mapping of these options). A run with no steps at all (its telemetry
+recorded no tool, retrieval or LLM call) is skipped with ``no_steps``, never scored.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from otel_scorers.errors import ConfigError, ScorerInputError
+from otel_scorers.scorers.base import BaseScorer, validate_scale
+from otel_scorers.scorers.checks import call_key, no_steps_result
+from otel_scorers.scorers.criteria import CriterionVerdict, RubricAnalysis
+from otel_scorers.scorers.result import ScoreResult
+from otel_scorers.scorers.run import ScorerRun
+from otel_scorers.scorers.steps import Step, StepKind
+
+__all__ = ["Expectation", "ExpectedStep", "Ordering", "TrajectoryAnalysis", "TrajectoryScorer",
+           "expectation"]
+
+Ordering = Literal["strict", "relaxed", "unordered"]
+WEIGHTS = {"accuracy": 0.4, "efficiency": 0.3, "tool_failures": 0.2, "blacklist": 0.1}
+MAX_EXPECTED_STEPS = 100
+
+
+class ExpectedStep(BaseModel):
+    """A step the agent should take: a tool (or retrieval, handoff) ``name``, optionally its
+    ``kind`` and the ``arguments`` it must be called with (a subset: keys not given may be
+    anything)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    kind: StepKind | None = None
+    arguments: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, value: str | Mapping[str, Any] | ExpectedStep) -> ExpectedStep:
+        if isinstance(value, ExpectedStep):
+            return value
+        if isinstance(value, str):
+            return cls(name=value)
+        data = dict(value)
+        if "toolArgs" in data:  # Mastra's spelling
+            data["arguments"] = data.pop("toolArgs")
+        if "stepType" in data:
+            data.pop("stepType")
+        return cls.model_validate(data)
+
+    def matches(self, step: Step) -> bool:
+        if step.name != self.name or (self.kind is not None and step.kind != self.kind):
+            return False
+        if self.arguments is None:
+            return True
+        try:
+            actual = json.loads(step.arguments or "{}")
+        except ValueError:
+            return False
+        return isinstance(actual, dict) and all(
+            key in actual and _same(actual[key], value) for key, value in self.arguments.items())
+
+
+def _same(left: Any, right: Any) -> bool:
+    return json.dumps(left, sort_keys=True) == json.dumps(right, sort_keys=True)
+
+
+class TrajectoryAnalysis(RubricAnalysis):
+    """The trajectory's ``analyzeStepResult``: its parts as criteria, and what was counted."""
+
+    steps: tuple[str, ...] = ()
+    missing_steps: tuple[str, ...] = ()
+    extra_steps: tuple[str, ...] = ()
+    out_of_order_steps: tuple[str, ...] = ()
+    redundant_calls: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    total_tokens: int = 0
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out.update(steps=list(self.steps), missingSteps=list(self.missing_steps),
+                   extraSteps=list(self.extra_steps),
+                   outOfOrderSteps=list(self.out_of_order_steps),
+                   redundantCalls=self.redundant_calls, toolCalls=self.tool_calls,
+                   toolErrors=self.tool_errors, totalTokens=self.total_tokens,
+                   durationS=self.duration_s)
+        return out
+
+
+class Expectation(BaseModel):
+    """Everything a trajectory is held to (the scorer's options; a run may override any)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    steps: tuple[ExpectedStep, ...] = ()
+    ordering: Ordering = "relaxed"
+    allow_repeated_steps: bool = True
+    max_steps: int | None = None
+    max_total_tokens: int | None = None
+    max_duration_s: float | None = None
+    no_redundant_calls: bool = True
+    max_retries_per_tool: int = 2
+    blacklist: tuple[str, ...] = ()
+    blacklisted_sequences: tuple[tuple[str, ...], ...] = ()
+
+
+_CAMEL = {"allowRepeatedSteps": "allow_repeated_steps", "maxSteps": "max_steps",
+          "maxTotalTokens": "max_total_tokens", "noRedundantCalls": "no_redundant_calls",
+          "maxRetriesPerTool": "max_retries_per_tool", "blacklistedTools": "blacklist",
+          "blacklistedSequences": "blacklisted_sequences", "expected": "steps"}
+
+
+def expectation(values: Mapping[str, Any], base: Expectation | None = None) -> Expectation:
+    """Options (snake_case or Mastra's camelCase) over ``base``; ``maxTotalDurationMs`` is
+    read in milliseconds. A bad value is a :class:`ConfigError`."""
+    data: dict[str, Any] = {}
+    for key, value in values.items():
+        if key == "maxTotalDurationMs" and value is not None:
+            data["max_duration_s"] = float(value) / 1000
+            continue
+        data[_CAMEL.get(key, key)] = value
+    if "steps" in data and data["steps"] is not None:
+        if isinstance(data["steps"], str) or not isinstance(data["steps"], Sequence):
+            raise ConfigError("expected steps are a list of tool names or {name, arguments}")
+        if len(data["steps"]) > MAX_EXPECTED_STEPS:
+            raise ConfigError(f"at most {MAX_EXPECTED_STEPS} expected steps")
+        try:
+            data["steps"] = tuple(ExpectedStep.of(step) for step in data["steps"])
+        except (ValidationError, TypeError, ValueError) as exc:
+            raise ConfigError(f"invalid expected step: {exc}") from None
+    merged = {**(base.model_dump() if base else {}),
+              **{k: v for k, v in data.items() if v is not None}}
+    if merged.get("ordering") not in get_args(Ordering):
+        raise ConfigError(f"ordering must be one of {get_args(Ordering)}, "
+                          f"got {merged.get('ordering')!r}")
+    try:
+        made = Expectation.model_validate(merged)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(f"trajectory option {'.'.join(map(str, first['loc']))}: "
+                          f"{first['msg']}") from None
+    for name, limit in (("max_steps", made.max_steps), ("max_total_tokens", made.max_total_tokens),
+                        ("max_duration_s", made.max_duration_s)):
+        if limit is not None and limit <= 0:
+            raise ConfigError(f"{name} must be > 0, got {limit!r}")
+    if made.max_retries_per_tool < 0:
+        raise ConfigError("max_retries_per_tool must be >= 0")
+    return made
+
+
+class TrajectoryScorer(BaseScorer):
+    """Mastra's code trajectory scorer over the captured run: accuracy, efficiency, tool
+    failures and blacklist, no judge call (see the module docstring)."""
+
+    uses_steps = True
+    kind = "code"
+
+    def __init__(self, expected: Sequence[str | Mapping[str, Any] | ExpectedStep] | None = None,
+                 *, ordering: Ordering = "relaxed", allow_repeated_steps: bool = True,
+                 max_steps: int | None = None, max_total_tokens: int | None = None,
+                 max_duration_s: float | None = None, no_redundant_calls: bool = True,
+                 max_retries_per_tool: int = 2, blacklist: Sequence[str] = (),
+                 blacklisted_sequences: Sequence[Sequence[str]] = (),
+                 pass_threshold: float = 1.0, scale: float = 1.0,
+                 name: str = "trajectory") -> None:
+        self.name = name
+        self.scale = validate_scale(scale)
+        if not 0.0 <= pass_threshold <= 1.0:
+            raise ConfigError("pass_threshold is a share of the scale, between 0 and 1")
+        self.pass_threshold = pass_threshold
+        if isinstance(expected, str):
+            raise ConfigError("expected is a list of steps (tool names), not one string")
+        self.expectation = expectation({
+            "steps": list(expected or ()), "ordering": ordering,
+            "allow_repeated_steps": allow_repeated_steps, "max_steps": max_steps,
+            "max_total_tokens": max_total_tokens, "max_duration_s": max_duration_s,
+            "no_redundant_calls": no_redundant_calls,
+            "max_retries_per_tool": max_retries_per_tool, "blacklist": tuple(blacklist),
+            "blacklisted_sequences": tuple(tuple(s) for s in blacklisted_sequences)})
+
+    def resolve(self, run: ScorerRun) -> Expectation:
+        """The scorer's expectation, with a run's own ``expected_trajectory`` over it."""
+        for source, values in (("request_context", run.request_context),
+                               ("additional_context", run.additional_context),
+                               ("input", run.input_data)):
+            value = values.get("expected_trajectory", values.get("expectedTrajectory"))
+            if value is None:
+                continue
+            try:
+                if isinstance(value, Mapping):
+                    return expectation(value, self.expectation)
+                return expectation({"steps": value}, self.expectation)
+            except ConfigError as exc:
+                raise ScorerInputError(f"invalid expected_trajectory in {source}: {exc}") \
+                    from exc
+        return self.expectation
+
+    async def score(self, run: ScorerRun) -> ScoreResult:
+        return self.decide(run)
+
+    def decide(self, run: ScorerRun) -> ScoreResult:
+        """The result, synchronously (no judge: a pure function of the run)."""
+        if not run.steps:
+            return no_steps_result(self.name, self.scale, run)
+        want = self.resolve(run)
+        acts = [step for step in run.steps if step.acts]
+        parts: list[CriterionVerdict] = []
+        counted: dict[str, Any] = {}
+        if want.steps:
+            parts.append(_accuracy(acts, want, counted))
+        if (want.max_steps is not None or want.max_total_tokens is not None
+                or want.max_duration_s is not None or want.no_redundant_calls):
+            parts.append(_efficiency(run.steps, acts, want, counted))
+        failures = _tool_failures(acts, want.max_retries_per_tool)
+        if failures is not None:
+            parts.append(failures)
+        if want.blacklist or want.blacklisted_sequences:
+            parts.append(_blacklist(acts, want))
+        return self._result(run, acts, parts, counted)
+
+    def _result(self, run: ScorerRun, acts: Sequence[Step], parts: list[CriterionVerdict],
+                counted: dict[str, Any]) -> ScoreResult:
+        blacklisted = any(p.id == "blacklist" and not p.satisfied for p in parts)
+        total = sum(WEIGHTS[p.id] for p in parts)
+        level = 0.0 if blacklisted else (
+            sum(WEIGHTS[p.id] * (p.score or 0.0) for p in parts) / total if total else 1.0)
+        level = round(level, 2)
+        passed = level >= self.pass_threshold
+        tools = [step for step in acts if step.kind == "tool"]
+        analysis = TrajectoryAnalysis(
+            criteria=tuple(parts), required_unmet=sum(1 for p in parts if not p.satisfied),
+            steps=tuple(step.name for step in acts),
+            tool_calls=len(tools), tool_errors=sum(1 for step in tools if step.failed),
+            **counted)
+        head = (f"Trajectory score {level:.2f}" + (" (a blacklisted tool was used: 0)"
+                                                    if blacklisted else "")
+                + f" over {len(acts)} step(s): {_names(acts)}.")
+        lines = [head, *(f"- [{'PASS' if p.satisfied else 'FAIL'}] {p.id} {p.score:.2f}"
+                         f" (weight {WEIGHTS[p.id]:g}): {p.reasoning}" for p in parts)]
+        if not parts:
+            lines.append("Nothing to check: no expected steps, budgets or blacklist set.")
+        return ScoreResult(run_id=run.run_id, scorer=self.name, score=level * self.scale,
+                           scale=self.scale, label="pass" if passed else "fail", passed=passed,
+                           reason="\n".join(lines), analysis=analysis)
+
+    def __repr__(self) -> str:
+        return f"TrajectoryScorer(name={self.name!r}, expected={len(self.expectation.steps)})"
+
+
+def _names(steps: Sequence[Step], limit: int = 12) -> str:
+    names = [step.name for step in steps[:limit]]
+    more = f" ... ({len(steps)} in all)" if len(steps) > limit else ""
+    return (" → ".join(names) or "none") + more
+
+
+def _part(ident: str, score: float, description: str, reasoning: str) -> CriterionVerdict:
+    score = round(min(1.0, max(0.0, score)), 2)
+    return CriterionVerdict(id=ident, description=description, required=True,
+                            satisfied=score >= 1.0, reasoning=reasoning, score=score)
+
+
+def _accuracy(acts: Sequence[Step], want: Expectation, counted: dict[str, Any]
+              ) -> CriterionVerdict:
+    expected = want.steps
+    matched, used = 0, [False] * len(acts)
+    out_of_order: list[str] = []
+    names = [step.name for step in acts]
+    if want.ordering == "strict":
+        for i in range(max(len(acts), len(expected))):
+            if i < len(acts) and i < len(expected) and expected[i].matches(acts[i]):
+                matched += 1
+            elif i < len(acts) and i < len(expected) and acts[i].name in {
+                    e.name for e in expected}:
+                out_of_order.append(acts[i].name)
+    elif want.ordering == "relaxed":
+        last = -1
+        for step in expected:
+            hit = next((j for j in range(last + 1, len(acts)) if step.matches(acts[j])), None)
+            if hit is None:
+                if step.name in names:
+                    out_of_order.append(step.name)
+            else:
+                matched, last, used[hit] = matched + 1, hit, True
+    else:
+        for step in expected:
+            hit = next((j for j in range(len(acts)) if not used[j] and step.matches(acts[j])),
+                       None)
+            if hit is not None:
+                matched, used[hit] = matched + 1, True
+    score = matched / len(expected)
+    extra = max(0, len(acts) - len(expected))
+    if want.ordering == "strict" and extra:
+        score -= 0.5 * extra / len(expected)
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if not want.allow_repeated_steps:
+        score -= 0.1 * len(repeated)
+    expected_names = {step.name for step in expected}
+    missing = _missing(expected, acts, want.ordering)
+    counted.update(missing_steps=tuple(missing),
+                   extra_steps=tuple(n for n in names if n not in expected_names),
+                   out_of_order_steps=tuple(out_of_order))
+    reasoning = f"matched {matched} of {len(expected)} expected step(s)"
+    if missing:
+        reasoning += "; missing: " + ", ".join(missing[:8])
+    if out_of_order:
+        reasoning += "; out of order: " + ", ".join(out_of_order[:8])
+    if want.ordering == "strict" and extra:
+        reasoning += f"; {extra} extra step(s)"
+    if repeated and not want.allow_repeated_steps:
+        reasoning += "; repeated: " + ", ".join(repeated[:8])
+    arrow = " → " if want.ordering != "unordered" else ", "
+    return _part("accuracy", score, f"expected steps {arrow.join(s.name for s in expected)} "
+                 f"({want.ordering} order)", reasoning)
+
+
+def _missing(expected: Sequence[ExpectedStep], acts: Sequence[Step], ordering: str) -> list[str]:
+    """Expected steps with no match anywhere in the trajectory (for the reason)."""
+    used = [False] * len(acts)
+    missing = []
+    for step in expected:
+        hit = next((j for j in range(len(acts)) if not used[j] and step.matches(acts[j])), None)
+        if hit is None:
+            missing.append(step.name)
+        else:
+            used[hit] = True
+    return missing
+
+
+def _efficiency(steps: Sequence[Step], acts: Sequence[Step], want: Expectation,
+                counted: dict[str, Any]) -> CriterionVerdict:
+    tokens = sum(step.tokens for step in steps if step.kind == "llm")
+    starts = [s.start_ns for s in steps if s.start_ns]
+    ends = [s.end_ns for s in steps if s.end_ns]
+    duration = (max(ends) - min(starts)) / 1e9 if starts and ends else 0.0
+    redundant = sum(1 for before, after in itertools.pairwise(acts)
+                    if before.kind == after.kind == "tool"
+                    and call_key(before) == call_key(after))
+    counted.update(redundant_calls=redundant, total_tokens=tokens,
+                   duration_s=round(duration, 3))
+    scores: list[float] = []
+    notes: list[str] = []
+    wanted: list[str] = []
+    for label, value, limit in (("steps", len(acts), want.max_steps),
+                                ("tokens", tokens, want.max_total_tokens),
+                                ("seconds", duration, want.max_duration_s)):
+        if limit is None:
+            continue
+        scores.append(1.0 if value <= limit else max(0.0, 1 - (value - limit) / limit))
+        shown = f"{value:.1f}" if label == "seconds" else str(value)
+        notes.append(f"{shown} {label} (budget {limit:g})")
+        wanted.append(f"at most {limit:g} {label}")
+    if want.no_redundant_calls:
+        scores.append(max(0.0, 1 - 0.2 * redundant))
+        notes.append(f"{redundant} redundant call(s)")
+        wanted.append("no identical call twice in a row")
+    return _part("efficiency", sum(scores) / len(scores), ", ".join(wanted), "; ".join(notes))
+
+
+def _tool_failures(acts: Sequence[Step], max_retries: int) -> CriterionVerdict | None:
+    """Retry patterns (a failed call followed by another call of the same tool), scored only
+    when there is one (Mastra); ``None`` when the run has none."""
+    tools = [step for step in acts if step.kind == "tool"]
+    patterns: list[tuple[str, int, bool]] = []
+    start = 0
+    while start < len(tools):
+        end = start
+        while end + 1 < len(tools) and tools[end + 1].name == tools[start].name:
+            end += 1
+        group = tools[start:end + 1]
+        retries = sum(1 for step in group[:-1] if step.failed)
+        if retries:
+            patterns.append((group[0].name, retries, not group[-1].failed))
+        start = end + 1
+    if not patterns:
+        return None
+    excess = sum(max(0, retries - max_retries) for _, retries, _ in patterns)
+    failed = sum(1 for step in tools if step.failed)
+    detail = "; ".join(f"{name} retried {retries} time(s), "
+                       f"{'then succeeded' if ok else 'never succeeded'}"
+                       for name, retries, ok in patterns[:6])
+    return _part("tool_failures", 1 - 0.2 * excess,
+                 f"at most {max_retries} retries per tool",
+                 f"{failed} failed call(s): {detail}")
+
+
+def _blacklist(acts: Sequence[Step], want: Expectation) -> CriterionVerdict:
+    names = [step.name for step in acts]
+    tools = sorted({name for name in names if name in set(want.blacklist)})
+    sequences = [seq for seq in want.blacklisted_sequences if seq and any(
+        tuple(names[i:i + len(seq)]) == tuple(seq) for i in range(len(names) - len(seq) + 1))]
+    violated = bool(tools or sequences)
+    reasoning = ("used: " + ", ".join([*tools, *(" → ".join(s) for s in sequences)])
+                 if violated else "no blacklisted tool or sequence used")
+    return _part("blacklist", 0.0 if violated else 1.0, "uses no blacklisted tool", reasoning)
+
