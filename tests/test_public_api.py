@@ -7,7 +7,8 @@ import otel_scorers
 
 EXPECTED = [
     "AlignmentAnalysis", "BaseScorer", "ChecksScorer", "ConfigError", "CorrectionResult",
-    "Criterion", "EnvConfigError", "FaithfulnessScorer", "JudgeAuthError", "JudgeClient", "JudgeConnectionError", "JudgeError",
+    "Criterion", "EnvConfigError", "FaithfulnessScorer", "JudgeAuthError", "JudgeClient",
+    "JudgeConnectionError", "JudgeError",
     "JudgeOutputError",
     "JudgeRateLimitError", "JudgeRequestError", "JudgeResponseError", "JudgeServerError",
     "JudgeTimeoutError", "JudgeTruncatedError", "JudgeUsage", "Message", "OtelScorersError",

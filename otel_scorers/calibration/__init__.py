@@ -8,10 +8,11 @@
 ``otel-scorers calibrate`` is the command line over these.
 """
 
-from otel_scorers.calibration.golden import GOLDEN_VERSION, bundled_cases
+from otel_scorers.calibration.golden import GOLDEN_VERSION, agent_cases, bundled_cases
 from otel_scorers.calibration.metrics import Outcome, cohen_kappa, summarize
 from otel_scorers.calibration.paired import compare_fused
 from otel_scorers.calibration.runner import calibrate, compare, judge_cases
 
-__all__ = ["GOLDEN_VERSION", "Outcome", "bundled_cases", "calibrate", "cohen_kappa", "compare",
+__all__ = ["GOLDEN_VERSION", "Outcome", "agent_cases", "bundled_cases", "calibrate", "cohen_kappa",
+           "compare",
            "compare_fused", "judge_cases", "summarize"]

@@ -22,8 +22,13 @@ from typing import Any
 
 from otel_scorers.scorers.alignment import AlignmentAnalysis, AlignmentDimensions
 from otel_scorers.scorers.cases import DIMENSIONS, LabelledCase, band_of
+from otel_scorers.scorers.faithfulness import FaithfulnessAnalysis
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.rubric import RubricAnalysis, criterion_ids
+from otel_scorers.scorers.tool_use import ToolUseAnalysis, call_ids
+
+#: Case kinds labelled verdict by verdict (the others by a score and its band).
+VERDICT_KINDS = ("rubric", "tool_use")
 
 __all__ = ["Confusion", "Outcome", "cohen_kappa", "differences", "percentile", "summarize"]
 
@@ -123,7 +128,7 @@ class Outcome:
         """How far off the judge was, for ranking the worst cases (errors rank first)."""
         if self.error:
             return 10.0
-        if self.case.scorer == "rubric":
+        if self.case.scorer in VERDICT_KINDS:
             wrong = sum(expected != judged for _, expected, judged in self.verdicts)
             return wrong / max(1, len(self.verdicts)) + (0 if self.label_agrees else 1)
         return (self.abs_error or 0.0) + (0 if self.band_hit else 0.5)
@@ -134,7 +139,18 @@ class Outcome:
         if result.error is not None:
             return outcome
         analysis = result.analysis
-        if isinstance(analysis, RubricAnalysis):
+        if isinstance(analysis, FaithfulnessAnalysis) and result.score is not None:
+            outcome.normalized = result.score / result.scale
+            outcome.judged_pass = result.label == "pass"
+        elif isinstance(analysis, ToolUseAnalysis):
+            assert case.expected.verdicts is not None
+            calls = [s for s in case.scorer_run().steps if s.kind in ("tool", "handoff")]
+            outcome.verdicts = [(f"{case.scorer}:{ident}", expected, verdict.satisfied)
+                                for ident, expected, verdict in zip(
+                                    call_ids(calls), case.expected.verdicts, analysis.criteria,
+                                    strict=False)]
+            outcome.judged_pass = result.label == "pass"
+        elif isinstance(analysis, RubricAnalysis):
             assert case.expected.verdicts is not None
             ids = criterion_ids(case.criteria())
             outcome.verdicts = [(ident, expected, verdict.satisfied) for ident, expected, verdict
@@ -255,7 +271,7 @@ def _line(outcome: Outcome) -> dict[str, Any]:
     line: dict[str, Any] = {"id": case.id, "domain": case.domain, "scorer": case.scorer}
     if result.error is not None:
         line["error"] = {"type": result.error.type, "message": result.error.message}
-    elif case.scorer == "rubric":
+    elif case.scorer in VERDICT_KINDS:
         line.update(expected=list(case.expected.verdicts or ()),
                     judged=[judged for _, _, judged in outcome.verdicts],
                     label=result.label, expected_label=case.expected.label)

@@ -21,7 +21,9 @@ from otel_scorers.scorers.alignment import PromptAlignmentScorer
 from otel_scorers.scorers.base import LLMScorer
 from otel_scorers.scorers.cases import LabelledCase
 from otel_scorers.scorers.examples import FewShot
+from otel_scorers.scorers.faithfulness import FaithfulnessScorer
 from otel_scorers.scorers.rubric import RubricScorer
+from otel_scorers.scorers.tool_use import ToolUseScorer
 
 __all__ = ["calibrate", "compare", "held_apart", "judge_cases", "judge_each", "scorer_for"]
 
@@ -32,6 +34,10 @@ def scorer_for(case: LabelledCase, judge: JudgeClient, examples: FewShot | None)
     """The scorer of the case's kind, built for it (its criteria, its mode, the examples)."""
     if case.scorer == "rubric":
         return RubricScorer(judge, case.criteria(), examples=examples)
+    if case.scorer == "tool_use":
+        return ToolUseScorer(judge)
+    if case.scorer == "faithfulness":
+        return FaithfulnessScorer(judge, context=case.options.context)
     return PromptAlignmentScorer(judge, evaluation_mode=case.options.evaluation_mode or "both",
                                  examples=examples)
 

@@ -57,7 +57,38 @@ def steps_of(pieces: Sequence[Piece], found: Mapping[int, Found],
                      agent_of(piece.span_id))
         if step is not None:
             steps.append(step)
+    steps = _asked_arguments(steps)
     return tuple(steps[:MAX_STEPS]), max(0, len(steps) - MAX_STEPS)
+
+
+def _asked_arguments(steps: list[Step]) -> list[Step]:
+    """Tool steps whose span records the arguments as a bare value (LangChain writes a
+    one-argument tool's input as ``"Paris"``) take the JSON arguments the model asked for:
+    the earliest unanswered call of that tool by an LLM step before it."""
+    asked: list[ToolCall] = []
+    out = []
+    for step in steps:
+        taken = step
+        if step.kind == "llm":
+            asked.extend(step.tool_calls)
+        elif step.kind == "tool":
+            call = next((c for c in asked if c.name == step.name), None)
+            if call is not None:
+                asked.remove(call)
+                if call.arguments and not _is_object(step.arguments) and _is_object(
+                        call.arguments):
+                    taken = step.model_copy(update={"arguments": clip(call.arguments)})
+        out.append(taken)
+    return out
+
+
+def _is_object(text: str | None) -> bool:
+    if not text or not text.lstrip().startswith("{"):
+        return False
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
 
 
 #: The longest tool-definitions value parsed (a definition list is a few KB; more is not one).

@@ -32,12 +32,14 @@ __all__ = ["calibrate"]
 
 @click.command()
 @judge_options
-@click.option("--cases", "case_files", multiple=True, metavar="FILE|bundled",
+@click.option("--cases", "case_files", multiple=True, metavar="FILE|bundled|agents",
               help="Labelled cases (JSON lines), or corrected `rescore --include-run` output; "
-                   "'bundled' is the golden set shipped with the package (the default). "
+                   "'bundled' is the golden set shipped with the package (the default), "
+                   "'agents' the golden set of the tool-use and faithfulness scorers. "
                    "Repeatable.")
 @click.option("--scorer", "scorer_name",
-              type=click.Choice(["rubric", "prompt-alignment", "prompt_alignment"]),
+              type=click.Choice(["rubric", "prompt-alignment", "prompt_alignment", "tool_use",
+                                 "tool-use", "faithfulness"]),
               help="Only the cases of one scorer.")
 @click.option("--domain", "domains", multiple=True, help="Only cases of this domain (repeatable).")
 @click.option("--limit", type=click.IntRange(1), help="At most this many cases (in file order).")
@@ -132,15 +134,15 @@ def calibrate(model: str | None, api_base: str | None, api_key: str | None,
 
 def _cases(case_files: tuple[str, ...], scorer_name: str | None, domains: tuple[str, ...],
            limit: int | None) -> tuple[list[Any], list[str]]:
-    from otel_scorers.calibration import bundled_cases
+    from otel_scorers.calibration import agent_cases, bundled_cases
     from otel_scorers.calibration.corrections import read_case_file
 
     cases: list[Any] = []
     notes: list[str] = []
     try:
         for spec in case_files or ("bundled",):
-            if spec == "bundled":
-                cases.extend(bundled_cases())
+            if spec in ("bundled", "agents"):
+                cases.extend(bundled_cases() if spec == "bundled" else agent_cases())
                 continue
             found, uncorrected = read_case_file(spec)
             if uncorrected:

@@ -91,7 +91,7 @@ def print_report(report: dict[str, Any], console: Any) -> None:
             if "error" in line:
                 judged = f"error: {line['error']['type']}"
                 labelled = "-"
-            elif line["scorer"] == "rubric":
+            elif line["scorer"] in ("rubric", "tool_use"):
                 labelled = f"{line['expected_label']} {_marks(line['expected'])}"
                 judged = f"{line['label']} {_marks(line['judged'])}"
             else:

@@ -31,7 +31,10 @@ from otel_scorers.scorers.run import ScorerRun
 
 __all__ = ["Dataset", "Summary", "read_dataset", "score_dataset"]
 
-_KEYS = {"input", "output", "system", "rubric", "id"}
+_KEYS = {"input", "output", "system", "rubric", "id", "steps", "tools", "context",
+         "expected_trajectory"}
+#: Record keys passed to the scorers in the run's request context.
+_CONTEXT_KEYS = ("rubric", "context", "expected_trajectory")
 
 
 class Dataset:
@@ -65,14 +68,16 @@ def read_dataset(path: Path) -> Dataset:
 def _run_of(path: Path, number: int, record: Any) -> ScorerRun:
     if not isinstance(record, dict) or "output" not in record:
         raise UsageProblem(f"{path}, line {number}: a record is an object with at least "
-                           "'output' (and 'input', 'system', 'rubric')")
+                           "'output' (and 'input', 'system', 'rubric', 'steps', 'tools', "
+                           "'context', 'expected_trajectory')")
     unknown = set(record) - _KEYS
     if unknown:
         raise UsageProblem(f"{path}, line {number}: unknown keys {sorted(unknown)} "
                            f"(expected {sorted(_KEYS)})")
     shape = {"input": record.get("input"), "output": record["output"],
-             "system": record.get("system"),
-             "requestContext": {"rubric": record["rubric"]} if "rubric" in record else {}}
+             "system": record.get("system"), "steps": record.get("steps"),
+             "tools": record.get("tools"),
+             "requestContext": {key: record[key] for key in _CONTEXT_KEYS if key in record}}
     if "id" in record:
         shape["runId"] = str(record["id"])
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,15 +13,20 @@ import click
 from otel_scorers.cli.errors import EXIT_FAILED, UsageProblem
 from otel_scorers.cli.options import Finite, judge_of, judge_options
 from otel_scorers.errors import ConfigError
+from otel_scorers.judge.client import JudgeClient
 from otel_scorers.scorers.alignment import (
     AlignmentAnalysis,
     AlignmentDimensions,
     PromptAlignmentScorer,
 )
 from otel_scorers.scorers.base import BaseScorer
+from otel_scorers.scorers.checks import ChecksScorer
+from otel_scorers.scorers.faithfulness import FaithfulnessScorer
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.rubric import Criterion, RubricAnalysis, RubricScorer, parse_rubric
 from otel_scorers.scorers.run import Message, ScorerRun
+from otel_scorers.scorers.tool_use import ToolUseScorer
+from otel_scorers.scorers.trajectory import TrajectoryScorer
 
 __all__ = ["score"]
 
@@ -61,8 +67,19 @@ def _build_run(run_file: str | None, input_text: str | None, system: tuple[str, 
 
 @click.command()
 @click.option("--scorer", "scorer_name",
-              type=click.Choice(["rubric", "prompt-alignment", "prompt_alignment"]),
+              type=click.Choice(["rubric", "prompt-alignment", "prompt_alignment", "trajectory",
+                                 "checks", "tool_use", "tool-use", "faithfulness"]),
               default="rubric", show_default=True, help="Which scorer judges the run.")
+@click.option("--check", "check_specs", multiple=True, metavar="CHECK",
+              help="A quick check (`called_tool get_weather`, repeatable): the checks "
+                   "scorer's checks, or rubric criteria decided without the judge.")
+@click.option("--expected", multiple=True, metavar="TOOL",
+              help="Trajectory: an expected step (tool name, repeatable, in order).")
+@click.option("--ordering", type=click.Choice(["relaxed", "strict", "unordered"]),
+              default="relaxed", show_default=True, help="Trajectory: how steps compare.")
+@click.option("--context", "context_texts", multiple=True, metavar="TEXT",
+              help="Faithfulness: the context to ground on (repeatable, or @file; default: "
+                   "the run's tool results and retrieved documents).")
 @click.option("--criteria", multiple=True, metavar="TEXT",
               help="Required criterion (repeatable), a newline checklist, or @file.")
 @click.option("--optional", multiple=True, metavar="TEXT",
@@ -91,30 +108,32 @@ def _build_run(run_file: str | None, input_text: str | None, system: tuple[str, 
               help="With --dataset: judge calls at a time.")
 @click.option("--progress/--no-progress", default=None,
               help="With --dataset: a progress bar (default: when stderr is a terminal).")
-def score(scorer_name: str, criteria: tuple[str, ...], optional: tuple[str, ...], mode: str,
-          scale: float, input_text: str | None, system: tuple[str, ...], output: str | None,
+def score(scorer_name: str, check_specs: tuple[str, ...], expected: tuple[str, ...],
+          ordering: str, context_texts: tuple[str, ...], criteria: tuple[str, ...],
+          optional: tuple[str, ...], mode: str, scale: float, input_text: str | None,
+          system: tuple[str, ...], output: str | None,
           run_file: str | None, model: str | None, api_base: str | None, api_key: str | None,
           timeout: float | None, redact: bool | None, as_json: bool, fail_under: float | None,
           dataset: str | None, results: str | None, concurrency: int,
           progress: bool | None) -> None:
-    """Score one run (a prompt, optional system messages and the agent's output), or with
-    --dataset every run of a file."""
+    """Score one run (a prompt, optional system messages and the agent's output; with --run,
+    also what the agent did: its steps and tools), or with --dataset every run of a file."""
     if dataset is not None and (input_text or output or run_file or system):
         raise UsageProblem("--dataset takes the runs from the file: no --input, --output, "
                            "--system or --run with it")
     run = _build_run(run_file, input_text, system, output) if dataset is None else None
+    kind = scorer_name.replace("-", "_")
+    given = {"--criteria": criteria or optional, "--check": check_specs, "--expected": expected,
+             "--context": context_texts}
+    takes = {"rubric": {"--criteria", "--check"}, "checks": {"--check"},
+             "trajectory": {"--expected"}, "faithfulness": {"--context"}}.get(kind, set())
+    wrong = [option for option, values in given.items() if values and option not in takes]
+    if wrong:
+        raise UsageProblem(f"{', '.join(wrong)}: not an option of the {kind} scorer")
     try:
-        judge = judge_of(model, api_base, api_key, timeout, redact)
-        scorer: BaseScorer
-        if scorer_name == "rubric":
-            rubric = [c for text in criteria for c in parse_rubric(_read_text(text))]
-            rubric += [Criterion(c.description, required=False)
-                       for text in optional for c in parse_rubric(_read_text(text))]
-            scorer = RubricScorer(judge, rubric, scale=scale)
-        else:
-            if criteria or optional:
-                raise UsageProblem("--criteria/--optional apply to the rubric scorer only")
-            scorer = PromptAlignmentScorer(judge, scale=scale, evaluation_mode=mode)  # type: ignore[arg-type]
+        scorer = _scorer(kind, lambda: judge_of(model, api_base, api_key, timeout, redact),
+                         criteria, optional, check_specs, expected, ordering, context_texts,
+                         mode, scale)
     except ConfigError as exc:
         raise UsageProblem(str(exc)) from exc
     if dataset is not None:
@@ -218,3 +237,29 @@ def _print_result(result: ScoreResult) -> None:
         console.print(f"[dim]judge {usage.model}: {usage.calls} call(s), "
                       f"{usage.prompt_tokens}+{usage.completion_tokens} tokens, cost {cost}, "
                       f"{usage.latency_s:.2f}s[/]")
+
+
+def _scorer(kind: str, judge: Callable[[], JudgeClient], criteria: tuple[str, ...],
+            optional: tuple[str, ...], check_specs: tuple[str, ...], expected: tuple[str, ...],
+            ordering: str, context_texts: tuple[str, ...], mode: str, scale: float
+            ) -> BaseScorer:
+    """The scorer the options describe (code scorers need no judge: none is built)."""
+    if kind == "rubric":
+        rubric = [c for text in criteria for c in parse_rubric(_read_text(text))]
+        rubric += [Criterion(c.description, required=False)
+                   for text in optional for c in parse_rubric(_read_text(text))]
+        rubric += [Criterion.of_check(spec) for spec in check_specs]
+        return RubricScorer(judge(), rubric, scale=scale)
+    if kind == "checks":
+        if not check_specs:
+            raise UsageProblem("the checks scorer needs --check (e.g. --check 'no_tool_errors')")
+        return ChecksScorer(check_specs, scale=scale)
+    if kind == "trajectory":
+        return TrajectoryScorer(list(expected), ordering=ordering,  # type: ignore[arg-type]
+                                scale=scale)
+    if kind == "tool_use":
+        return ToolUseScorer(judge(), scale=scale)
+    if kind == "faithfulness":
+        context = [_read_text(text) for text in context_texts] or None
+        return FaithfulnessScorer(judge(), context=context, scale=scale)
+    return PromptAlignmentScorer(judge(), scale=scale, evaluation_mode=mode)  # type: ignore[arg-type]

@@ -2,12 +2,12 @@
 use and faithfulness (judged, over what the agent did), the shared result types and the
 correction loop."""
 
+from otel_scorers.scorers import checks
 from otel_scorers.scorers.alignment import (
     AlignmentAnalysis,
     PromptAlignmentScorer,
     create_prompt_alignment_scorer_llm,
 )
-from otel_scorers.scorers import checks
 from otel_scorers.scorers.base import BaseScorer, LLMScorer, Scorer
 from otel_scorers.scorers.checks import Check, ChecksScorer
 from otel_scorers.scorers.faithfulness import FaithfulnessScorer
@@ -21,7 +21,6 @@ from otel_scorers.scorers.rubric import (
     parse_rubric,
 )
 from otel_scorers.scorers.run import Message, ScorerRun
-from otel_scorers.scorers.steps import Step, ToolCall, ToolDefinition
 from otel_scorers.scorers.self_correction import (
     CorrectionResult,
     CorrectionStep,
@@ -29,6 +28,7 @@ from otel_scorers.scorers.self_correction import (
     is_task_complete,
     self_correct,
 )
+from otel_scorers.scorers.steps import Step, ToolCall, ToolDefinition
 from otel_scorers.scorers.tool_use import ToolUseScorer
 from otel_scorers.scorers.trajectory import ExpectedStep, TrajectoryScorer
 

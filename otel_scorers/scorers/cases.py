@@ -12,6 +12,10 @@ so do the few-shot examples a scorer can be given (:mod:`otel_scorers.scorers.ex
 
 A rubric case expects one verdict per criterion, in order, and the run's label (``pass`` exactly
 when every gating criterion holds: the required ones, or all when none is required). A
+``tool_use`` case gives the run's ``steps`` (and ``tools``) and expects one verdict per tool
+call (right tool, right arguments) and the label. A ``faithfulness`` case gives the context
+(``options.context``, or tool results among the ``steps``) and expects the normalized score
+(supported claims / claims), its band and the label (``pass`` only at 1.0). A
 prompt-alignment case gives ``options.evaluation_mode`` and expects the normalized score (0..1),
 its band (``low`` < 0.4 <= ``mid`` < 0.8 <= ``high``) and a band per dimension
 (``intent``, ``requirements``, ``completeness``, ``appropriateness``) for the sides its mode
@@ -72,6 +76,10 @@ class CaseRun(_Model):
     system: str = ""
     context: tuple[CaseMessage, ...] = ()
     output: str = Field(min_length=1)
+    #: what the agent did, in the shape ``rescore --include-run`` writes (``{kind, name,
+    #: arguments, result, error}``), and the tools it had (names or ``{name, description}``)
+    steps: tuple[dict[str, Any], ...] = ()
+    tools: tuple[str | dict[str, Any], ...] = ()
 
 
 class CaseCriterion(_Model):
@@ -83,6 +91,7 @@ class CaseCriterion(_Model):
 class CaseOptions(_Model):
     criteria: tuple[CaseCriterion, ...] = ()
     evaluation_mode: Literal["user", "system", "both"] | None = None
+    context: tuple[str, ...] | None = None
 
 
 class DimensionBands(_Model):
@@ -106,7 +115,7 @@ class LabelledCase(_Model):
     schema_version: Literal[1] = Field(alias="schema")
     id: str = Field(min_length=1, max_length=120)
     domain: str = Field(min_length=1)
-    scorer: Literal["rubric", "prompt_alignment"]
+    scorer: Literal["rubric", "prompt_alignment", "tool_use", "faithfulness"]
     run: CaseRun
     options: CaseOptions = CaseOptions()
     expected: CaseExpected
@@ -125,7 +134,16 @@ class LabelledCase(_Model):
     @model_validator(mode="after")
     def _shape(self) -> LabelledCase:
         expected = self.expected
-        if self.scorer == "rubric":
+        if self.scorer == "tool_use":
+            calls = [s for s in self.run.steps if s.get("kind") in ("tool", "handoff")]
+            if expected.verdicts is None or expected.label is None:
+                raise ValueError("a tool_use case expects 'verdicts' (one per call) and 'label'")
+            if len(expected.verdicts) != len(calls):
+                raise ValueError(f"{len(expected.verdicts)} verdicts for {len(calls)} calls")
+        elif self.scorer == "faithfulness":
+            if expected.score is None or expected.band is None or expected.label is None:
+                raise ValueError("a faithfulness case expects 'score', 'band' and 'label'")
+        elif self.scorer == "rubric":
             if not self.options.criteria:
                 raise ValueError("a rubric case needs options.criteria")
             if expected.verdicts is None or expected.label is None:
@@ -153,12 +171,14 @@ class LabelledCase(_Model):
         """The run as the scorers take it (``run_id`` is the case id)."""
         context = tuple(Message(role=m.role, content=m.content) for m in self.run.context)
         asked = (Message(role="user", content=self.run.input),) if self.run.input else ()
+        shaped = ScorerRun.coerce({"steps": list(self.run.steps), "tools": list(self.run.tools)})
         return ScorerRun(
             run_id=self.id,
             input_messages=context + asked,
             system_messages=(Message(role="system", content=self.run.system),)
             if self.run.system else (),
-            output=(Message(role="assistant", content=self.run.output),))
+            output=(Message(role="assistant", content=self.run.output),),
+            steps=shaped.steps, tools=shaped.tools)
 
 
 def _sides(mode: str) -> tuple[str, ...]:
@@ -183,6 +203,19 @@ def check_case(case: LabelledCase) -> list[str]:
     """Where a case's labels contradict the scorer's own formula (empty: consistent)."""
     problems: list[str] = []
     expected = case.expected
+    if case.scorer == "tool_use":
+        if not all(expected.verdicts or ()) and expected.label == "pass":
+            problems.append("label 'pass' but a call is labelled wrong")
+        return problems
+    if case.scorer == "faithfulness":
+        assert expected.score is not None
+        if band_of(expected.score) != expected.band:
+            problems.append(f"score {expected.score} is in band {band_of(expected.score)!r}, "
+                            f"not {expected.band!r}")
+        if (expected.label == "pass") != (expected.score >= 1.0):
+            problems.append(f"label {expected.label!r} but score {expected.score} (pass only "
+                            "at 1.0)")
+        return problems
     if case.scorer == "rubric":
         assert expected.verdicts is not None
         gating = [v for v, c in zip(expected.verdicts, case.options.criteria, strict=True)

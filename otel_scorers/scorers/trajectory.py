@@ -81,7 +81,7 @@ class ExpectedStep(BaseModel):
     def matches(self, step: Step) -> bool:
         if step.name != self.name or (self.kind is not None and step.kind != self.kind):
             return False
-        if self.arguments is None:
+        if not self.arguments:
             return True
         try:
             actual = json.loads(step.arguments or "{}")

@@ -211,7 +211,8 @@ def test_grafana_provisioning_and_dashboard() -> None:
         assert panel["targets"], panel["title"]
     titles = " ".join(p["title"] for p in data["panels"]).lower()
     for topic in ("score distribution", "pass rate", "criterion", "alignment dimensions",
-                  "decisions", "latency", "tokens", "cost"):
+                  "decisions", "latency", "tokens", "cost", "trajectory", "faithfulness",
+                  "tool errors"):
         assert topic in titles, topic
     assert any("16686" in link["url"] for link in data["links"])  # links to traces
 

@@ -31,7 +31,14 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from otel_scorers import PromptAlignmentScorer, RubricScorer
+from otel_scorers import (
+    ChecksScorer,
+    FaithfulnessScorer,
+    PromptAlignmentScorer,
+    RubricScorer,
+    ToolUseScorer,
+    TrajectoryScorer,
+)
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.rescore import Rescorer
 from otel_scorers.testing import RecordedRequest, ScriptedJudgeServer, judge_responder
@@ -166,6 +173,87 @@ def test_rescore_reads_the_same_interactions_with_their_steps(
         assert city in tools[0]["arguments"] and scenario.tool_result(city) in tools[0]["result"]
         assert len([s for s in steps if s["kind"] == "llm"]) == calls, steps
         assert [s["start_ns"] for s in steps] == sorted(s["start_ns"] for s in steps)
+
+
+#: Two frameworks with tools, scored live by the agent scorers configured from the environment.
+AGENT_LIVE = [case for case in ("agents_sdk-openinference-single",
+                                "langgraph-openinference-create_agent") if case in LIVE_CASES]
+AGENT_ENV = {"MATRIX_SCORERS": "env", "OTEL_SCORERS_SCORERS": "trajectory,tool_use,faithfulness",
+             "OTEL_SCORERS_TRAJECTORY_EXPECTED": "get_weather",
+             "OTEL_SCORERS_TOOL_BLACKLIST": "delete_all",
+             "OTEL_SCORERS_JUDGE_MODEL": "openai/scripted-judge",
+             "OTEL_SCORERS_JUDGE_API_KEY": "test-key"}
+AGENT_SCORERS = ("trajectory", "tool_use", "faithfulness")
+
+
+def check_agent_scorers(requests: list[RecordedRequest], stats: dict[str, Any],
+                        scores: dict[str, list[float]] | None = None) -> None:
+    """Three interactions judged by each agent scorer: each tool call judged with its city,
+    each answer grounded on its own tool result (the scripted judge checks the numbers)."""
+    for name in AGENT_SCORERS:
+        assert stats[name] == {"selected": 3, "scored": 3}, stats
+    scenario = Scenario()
+    tool_use = [r for r in requests if "tool calls" in r.fields]
+    faithful = [r for r in requests if "context" in r.fields]
+    assert len(tool_use) == 3 and len(faithful) == 3, [sorted(r.fields) for r in requests]
+    for request in tool_use:
+        city = scenario.cities[scenario.questions.index(request.fields["user request"])]
+        calls = request.fields["tool calls"]
+        assert "tool get_weather" in calls and city in calls, calls
+        assert scenario.tool_result(city) in calls
+    for request in faithful:
+        city = scenario.cities[scenario.questions.index(request.fields["user request"])]
+        assert scenario.tool_result(city) in request.fields["context"], request.fields
+    if scores is not None:
+        assert scores["trajectory"] == [1.0] * 3 and scores["faithfulness"] == [1.0] * 3, scores
+
+
+@pytest.mark.parametrize("case", AGENT_LIVE)
+def test_live_agent_scorers(case: str, scripted: ScriptedJudgeServer, tmp_path: Path) -> None:
+    python = ROOT / ".frameworks" / CASES[case][0] / "bin" / "python"
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("OTEL_", "TRACELOOP_", "OPENINFERENCE_"))}
+    env.update(AGENT_ENV, MATRIX_JUDGE_URL=scripted.url, OTEL_SCORERS_JUDGE_API_BASE=scripted.url,
+               LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true",
+               HF_HUB_OFFLINE="1", OTEL_SDK_DISABLED="false")
+    done = subprocess.run([str(python), str(HARNESS), case, str(tmp_path)], env=env, check=False,
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["flushed"], "force_flush() did not settle every run"
+    check_agent_scorers(scripted.requests, result["stats"])
+    assert not [w for w in result["warnings"] if "judged nothing" in w], result["warnings"]
+
+
+TOOL_CASES = [case for case in CONTENT_CASES if "handoff" not in case]
+
+
+@pytest.mark.parametrize("case", TOOL_CASES)
+def test_replay_agent_scorers(case: str, scripted: ScriptedJudgeServer, judge: JudgeClient,
+                              make_processor: Any, telemetry: Telemetry) -> None:
+    processor = make_processor([
+        TrajectoryScorer([{"name": "get_weather"}], blacklist=["delete_all"]),
+        ToolUseScorer(judge), FaithfulnessScorer(judge),
+        ChecksScorer(["called_tool get_weather", "no_tool_errors", "no_loops 2"])],
+        install=False)
+    processor.log_processor()
+    telemetry.tracer_provider.add_span_processor(SimpleSpanProcessor(telemetry.spans_out))
+    replay(processor, RECORDED / f"{case}.jsonl.gz")
+    assert processor.force_flush(30_000)
+    stats = processor.stats()
+    assert stats["checks"] == {"selected": 3, "scored": 3}, stats
+    scores: dict[str, list[float]] = {}
+    for span in telemetry.evaluation_spans():
+        attributes = span.attributes or {}
+        scores.setdefault(str(attributes["gen_ai.evaluation.name"]), []).append(
+            float(attributes["gen_ai.evaluation.score.value"]))
+    assert scores["checks"] == [1.0] * 3
+    check_agent_scorers(scripted.requests, stats, scores)
+    assert telemetry.metric_value("otel_scorers.agent.tool_calls", tool="get_weather",
+                                  outcome="ok") == 3
+    # smolagents answers through a final_answer tool: a tool call of its own
+    assert {attrs["tool"] for attrs, _ in telemetry.metrics()["otel_scorers.agent.tool_calls"]} \
+        - {"final_answer"} == {"get_weather"}
 
 
 def test_every_case_is_recorded_and_documented() -> None:

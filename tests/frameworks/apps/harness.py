@@ -122,9 +122,15 @@ def setup(out: Path, service: str) -> tuple[Any, Any, Any, Callable[[], None]]:
 
 
 def scoring(tracer_provider: Any, logger_provider: Any, judge_url: str) -> Any:
-    """Scoring as a user installs it: both scorers, one judge, first in the providers' chains."""
+    """Scoring as a user installs it: both scorers, one judge, first in the providers' chains;
+    with ``MATRIX_SCORERS=env``, the scorers and the judge the ``OTEL_SCORERS_*`` variables
+    configure (zero-code configuration)."""
     import otel_scorers
     from otel_scorers import JudgeClient, PromptAlignmentScorer, RubricScorer
+
+    if os.environ.get("MATRIX_SCORERS") == "env":
+        return otel_scorers.install(tracer_provider=tracer_provider,
+                                    logger_provider=logger_provider)
 
     judge = JudgeClient("openai/scripted-judge", api_base=judge_url, api_key="test-key",
                         timeout_s=10.0)
