@@ -319,3 +319,45 @@ def test_the_start_line_names_the_judge_never_its_key(tmp_path: Path,
     line = next(line for line in err.splitlines() if "otel-scorers gateway on" in line)
     assert f"judge: {judge_server.model} at {judge_server.url}" in line
     assert "scorers: rubric, prompt_alignment" in line and "'k'" not in line
+
+
+def run_tool_app(endpoint: str) -> None:
+    """An agent run with a tool call, exported over OTLP/HTTP to ``endpoint``."""
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(
+        OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces"), schedule_delay_millis=100))
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("invoke_agent weather", attributes=genai_attributes(
+            prompt="What is the weather in Paris?", answer="It is sunny and 21 C in Paris.")), \
+            tracer.start_as_current_span("execute_tool get_weather", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
+                "gen_ai.tool.call.arguments": '{"city": "Paris"}',
+                "gen_ai.tool.call.result": "Paris: sunny, 21 C"}):
+        pass
+    provider.force_flush()
+    provider.shutdown()
+
+
+async def test_agent_scorers_at_the_gateway(judge_server: ScriptedJudgeServer,
+                                            tmp_path: Path) -> None:
+    judge_server.responder = judge_responder()
+    config = _config(tmp_path, judge_server, scorers=[
+        {"type": "trajectory", "expected": [{"name": "get_weather",
+                                             "arguments": {"city": "Paris"}}]},
+        {"type": "checks", "checks": ["called_tool get_weather", "no_tool_errors"]},
+        {"type": "faithfulness"}, {"type": "tool_use"}])
+    async with Upstream() as upstream:
+        with gateway(config, upstream.url) as url:
+            await asyncio.to_thread(run_tool_app, url)
+            await upstream.wait_for(lambda spans: sum(
+                s.name.startswith(EVALUATION) for s in spans) >= 4)
+            state = health(url)
+    scores = {}
+    for span in upstream.spans:
+        if span.name.startswith(EVALUATION):
+            attrs = {a.key: a.value for a in span.attributes}
+            scores[attrs["gen_ai.evaluation.name"].string_value] = \
+                attrs["gen_ai.evaluation.score.value"].double_value
+    assert scores == {"trajectory": 1.0, "checks": 1.0, "faithfulness": 1.0, "tool_use": 1.0}, \
+        json.dumps(state)
+    assert sum("tool calls" in r.fields for r in judge_server.requests) == 1

@@ -1,0 +1,144 @@
+"""The agent scorers in the live pipeline: configured from the environment (zero-code), fed the
+interaction's tool spans, emitting like the others; a run with nothing to judge is a counted
+decision with its one warning, never a score. (Real frameworks: tests/frameworks.)"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from otel_scorers import ScoringSpanProcessor
+from otel_scorers.testing import ScriptedJudgeServer, judge_responder
+from tests.support import Telemetry, genai_attributes
+
+
+def agent_run(telemetry: Telemetry, *, result: str | None = "Paris: sunny, 21 C",
+              answer: str = "It is sunny and 21 degrees in Paris.", tool: str = "get_weather",
+              error: bool = False) -> None:
+    tracer = telemetry.tracer()
+    with tracer.start_as_current_span("invoke_agent weather", attributes=genai_attributes(
+            prompt="What is the weather in Paris?", answer=answer, agent="weather")):
+        attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
+                                 "gen_ai.tool.call.arguments": json.dumps({"city": "Paris"})}
+        if result is not None:
+            attrs["gen_ai.tool.call.result"] = result
+        if error:
+            attrs["gen_ai.tool.status"] = "error"
+        with tracer.start_as_current_span(f"execute_tool {tool}", attributes=attrs):
+            pass
+
+
+ENV = {"OTEL_SCORERS_SCORERS": "trajectory,tool_use,faithfulness",
+       "OTEL_SCORERS_TRAJECTORY_EXPECTED": "get_weather",
+       "OTEL_SCORERS_TOOL_BLACKLIST": "delete_all"}
+
+
+@pytest.fixture
+def from_env(monkeypatch: pytest.MonkeyPatch, judge_server: ScriptedJudgeServer,
+             telemetry: Telemetry) -> Iterator[ScoringSpanProcessor]:
+    judge_server.responder = judge_responder()
+    for key, value in {**ENV, "OTEL_SCORERS_JUDGE_MODEL": judge_server.model,
+                       "OTEL_SCORERS_JUDGE_API_BASE": judge_server.url,
+                       "OTEL_SCORERS_JUDGE_API_KEY": "k"}.items():
+        monkeypatch.setenv(key, value)
+    processor = ScoringSpanProcessor(tracer_provider=telemetry.tracer_provider,
+                                     meter_provider=telemetry.meter_provider,
+                                     logger_provider=telemetry.logger_provider)
+    telemetry.tracer_provider.add_span_processor(processor)
+    telemetry.tracer_provider.add_span_processor(SimpleSpanProcessor(telemetry.spans_out))
+    yield processor
+    processor.shutdown()
+
+
+def test_zero_code_agent_scorers_score_the_tool_run(from_env: ScoringSpanProcessor,
+                                                    telemetry: Telemetry) -> None:
+    agent_run(telemetry)
+    assert from_env.force_flush(20_000)
+    names = ("trajectory", "tool_use", "faithfulness")
+    assert {name: from_env.stats()[name] for name in names} == {
+        name: {"selected": 1, "scored": 1} for name in names}
+    spans = {s.attributes["gen_ai.evaluation.name"]: s.attributes
+             for s in telemetry.evaluation_spans()}
+    trajectory = spans["trajectory"]
+    assert trajectory["gen_ai.evaluation.score.value"] == 1.0
+    assert trajectory["otel_scorers.criterion.accuracy.score"] == 1.0
+    assert trajectory["otel_scorers.criterion.blacklist.satisfied"] is True
+    assert "otel_scorers.judge.model" not in trajectory  # no judge call
+    assert spans["faithfulness"]["gen_ai.evaluation.score.value"] == 1.0
+    assert spans["tool_use"]["otel_scorers.criterion.get_weather.satisfied"] is True
+    events = [r for r in telemetry.logs()
+              if (r.log_record.attributes or {}).get("gen_ai.evaluation.name") == "trajectory"]
+    assert len(events) == 1
+    assert telemetry.metric_value("otel_scorers.agent.tool_calls", tool="get_weather",
+                                  outcome="ok", agent="weather") == 1
+    assert telemetry.metric_value("otel_scorers.criterion.verdicts", scorer="trajectory",
+                                  criterion="blacklist", satisfied="true") == 1
+    # claims are not criteria of the verdict metric
+    assert telemetry.metric_value("otel_scorers.criterion.verdicts",
+                                  scorer="faithfulness") is None
+
+
+def test_a_blacklisted_tool_and_a_failed_call_show_in_the_scores(
+        from_env: ScoringSpanProcessor, telemetry: Telemetry) -> None:
+    agent_run(telemetry, tool="delete_all", error=True, result=None)
+    assert from_env.force_flush(20_000)
+    spans = {s.attributes["gen_ai.evaluation.name"]: s.attributes
+             for s in telemetry.evaluation_spans()}
+    assert spans["trajectory"]["gen_ai.evaluation.score.value"] == 0.0
+    assert spans["trajectory"]["otel_scorers.pass"] is False
+    assert telemetry.metric_value("otel_scorers.agent.tool_calls", tool="delete_all",
+                                  outcome="error") == 1
+
+
+def test_nothing_to_ground_on_is_a_counted_decision_said_once(
+        from_env: ScoringSpanProcessor, telemetry: Telemetry,
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="otel_scorers"):
+        agent_run(telemetry, result=None)
+        agent_run(telemetry, result=None)
+        assert from_env.force_flush(20_000)
+    assert from_env.stats()["faithfulness"] == {"selected": 2, "filtered": 2}
+    assert from_env.counts.count("filtered", "no_context") == 2
+    said = [r.getMessage() for r in caplog.records if "no_context" in r.getMessage()]
+    assert len(said) == 1 and "To fix: record tool results" in said[0]
+    assert not [s for s in telemetry.evaluation_spans()
+                if s.attributes["gen_ai.evaluation.name"] == "faithfulness"]
+
+
+def test_an_agent_run_without_tool_spans_is_no_steps_not_a_pass(
+        from_env: ScoringSpanProcessor, telemetry: Telemetry,
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="otel_scorers"), telemetry.tracer() \
+            .start_as_current_span("invoke_agent", attributes=genai_attributes()):
+        pass
+    assert from_env.force_flush(20_000)
+    assert from_env.counts.count("filtered", "no_steps") == 2  # trajectory, tool use
+    assert from_env.counts.count("filtered", "no_context") == 1  # faithfulness
+    assert from_env.stats()["trajectory"] == {"selected": 1, "filtered": 1}
+    said = [r.getMessage() for r in caplog.records if "no_steps" in r.getMessage()]
+    assert len(said) == 2 and all("trace the framework's tools" in s for s in said)
+    assert telemetry.evaluation_spans() == []
+
+
+def test_a_checks_scorer_from_the_environment_needs_checks(
+        monkeypatch: pytest.MonkeyPatch, telemetry: Telemetry) -> None:
+    monkeypatch.setenv("OTEL_SCORERS_SCORERS", "checks")
+    processor = ScoringSpanProcessor(tracer_provider=telemetry.tracer_provider,
+                                     meter_provider=telemetry.meter_provider)
+    try:  # scoring is off, saying why: never half a setup
+        assert any("needs checks" in p for p in processor.disabled_because)
+    finally:
+        processor.shutdown()
+
+
+def test_a_per_scorer_variable_no_scorer_takes_is_a_problem() -> None:
+    from otel_scorers.config.environment import env_layer
+    from otel_scorers.config.settings import Settings
+
+    _, _, problems = env_layer({"OTEL_SCORERS_TRAJECTORY_EXPECTED": "a,b"},
+                               Settings().model_dump())
+    assert problems and "no configured scorer takes expected" in problems[0]
