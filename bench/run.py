@@ -163,7 +163,7 @@ def bench_hot_path_instructions(quick: bool) -> None:
     import tempfile
 
     runs = 100 if quick else 600
-    modes = ["baseline", "sampling_0", "sampling_0.1", "sampling_1"]
+    modes = ["baseline", "sampling_0", "sampling_0.1", "sampling_1", "trajectory_1"]
     valgrind = shutil.which("valgrind")
     counts: dict[str, int] = {}
     if valgrind is not None:
@@ -618,7 +618,50 @@ def _wait_healthy(base: str) -> None:
     raise RuntimeError("the gateway did not start")
 
 
+def bench_code_scorers(quick: bool) -> None:
+    """CPU per run of the scorers that need no judge, on a run of 10 steps (3 LLM calls, 6
+    tool calls, a retrieval): ``code_scorer_us_per_run_*`` (the target: at most 50 us), and the
+    same as a ratio to building the run's ``ScorerRun`` from its steps, which live scoring does
+    for every evaluated run anyway (``code_scorer_cost_ratio_*``)."""
+    from otel_scorers import ChecksScorer, RubricScorer, TrajectoryScorer
+    from otel_scorers.scorers.run import ScorerRun
+
+    steps: list[dict[str, Any]] = []
+    for index in range(3):
+        steps.append({"kind": "llm", "name": "gpt-4o-mini", "input_tokens": 400,
+                      "output_tokens": 60, "start_ns": index * 10, "end_ns": index * 10 + 5})
+        steps += [{"kind": "tool", "name": name, "arguments": f'{{"q": "{name} {index}"}}',
+                   "result": "a result of some length " * 4, "start_ns": index * 10 + 6,
+                   "end_ns": index * 10 + 7} for name in ("search", "lookup")]
+    steps.append({"kind": "retrieval", "name": "kb", "query": "reset", "documents": ["d"] * 3})
+    shape = {"input": "How do I reset my password?", "output": "Open Settings > Security.",
+             "steps": steps}
+    run = ScorerRun.coerce(shape)
+    scorers: dict[str, Callable[[], object]] = {}
+    trajectory = TrajectoryScorer(["search", "lookup", {"name": "kb"}], max_steps=20,
+                                  max_total_tokens=5000, blacklist=["delete_all"])
+    scorers["trajectory"] = lambda: trajectory.decide(run)
+    checks = ChecksScorer(["called_tool lookup", "did_not_call delete_all",
+                           "tool_order search, lookup", "max_tool_calls 10", "no_tool_errors",
+                           "no_loops 3", "includes settings", r"matches Settings > \w+"])
+    scorers["checks_8"] = lambda: checks.decide(run)
+    rubric = RubricScorer("openai/unused", "check: called_tool lookup\ncheck: no_tool_errors",
+                          api_key="k", api_base="http://127.0.0.1:9")
+    scorers["rubric_of_checks"] = lambda: rubric.ask(run)
+    iterations = 2_000 if quick else 20_000
+    build = min(time_batch(lambda: ScorerRun.coerce(shape), iterations // 5)[1] for _ in range(7))
+    for name, decide in scorers.items():
+        for _ in range(200):
+            decide()
+        # the least of 7 batches: what the code costs when the machine lets it run (this
+        # figure is CPU time, but a busy shared machine still inflates it, never deflates it)
+        cpu = min(time_batch(decide, iterations // 5)[1] for _ in range(7))
+        figure(f"code_scorer_us_per_run_{name}", round(cpu * 1e6, 1))
+        figure(f"code_scorer_cost_ratio_{name}", round(cpu / build, 3))
+
+
 BENCHES = {"hot_path_instructions": bench_hot_path_instructions, "on_end": bench_on_end,
+           "code_scorers": bench_code_scorers,
            "hot_path": bench_hot_path,
            "throughput": bench_throughput, "calls": bench_calls,
            "memory": bench_memory, "rescore_memory": bench_rescore_memory,

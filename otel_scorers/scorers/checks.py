@@ -18,6 +18,7 @@ span never holds one (a regular expression from application data would be an att
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
@@ -166,7 +167,9 @@ def no_loops(times: int = 3) -> Check:
 
 
 def _no_loops(run: ScorerRun, times: int) -> Verdict:
-    counts = Counter(call_key(step) for step in run.tool_steps)
+    tools = run.tool_steps
+    often = {name for name, count in Counter(s.name for s in tools).items() if count >= times}
+    counts = Counter(call_key(step) for step in tools if step.name in often)
     loops = [(key[0], count) for key, count in counts.items() if count >= times]
     if not loops:
         return True, f"no identical call repeated {times} times"
@@ -235,6 +238,14 @@ def call_key(step: Step) -> tuple[str, str]:
     return step.name, normalized_arguments(step.arguments)
 
 
+def same_call(first: Step, second: Step) -> bool:
+    """Whether two steps are the same tool call (the JSON is only read when the names match
+    and the texts differ)."""
+    return first.name == second.name and (first.arguments == second.arguments
+                                          or call_key(first) == call_key(second))
+
+
+@functools.lru_cache(maxsize=1024)
 def normalized_arguments(arguments: str | None) -> str:
     if not arguments:
         return ""
@@ -328,6 +339,10 @@ class ChecksScorer(BaseScorer):
         self.uses_steps = any(check.uses_steps for check in self.checks)
 
     async def score(self, run: ScorerRun) -> ScoreResult:
+        return self.decide(run)
+
+    def decide(self, run: ScorerRun) -> ScoreResult:
+        """The result, synchronously (no judge: a pure function of the run)."""
         if self.uses_steps and not run.steps:
             return no_steps_result(self.name, self.scale, run)
         found = verdicts(self.checks, run)

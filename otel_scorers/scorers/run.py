@@ -16,6 +16,7 @@ or a handoff has no answer of its own to judge. What the agent did is in :attr:`
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -95,7 +96,7 @@ class ScorerRun(BaseModel):
         text = "\n\n".join(m.content for m in self.system_messages if m.content.strip())
         return text or None
 
-    @property
+    @functools.cached_property
     def tool_steps(self) -> tuple[Step, ...]:
         """The tool executions, in order."""
         return tuple(step for step in self.steps if step.kind == "tool")

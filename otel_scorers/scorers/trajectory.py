@@ -31,8 +31,10 @@ recorded no tool, retrieval or LLM call) is skipped with ``no_steps``, never sco
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_args
 
@@ -40,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from otel_scorers.errors import ConfigError, ScorerInputError
 from otel_scorers.scorers.base import BaseScorer, validate_scale
-from otel_scorers.scorers.checks import call_key, no_steps_result
+from otel_scorers.scorers.checks import no_steps_result, same_call
 from otel_scorers.scorers.criteria import CriterionVerdict, RubricAnalysis
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.run import ScorerRun
@@ -271,9 +273,10 @@ class TrajectoryScorer(BaseScorer):
                          f" (weight {WEIGHTS[p.id]:g}): {p.reasoning}" for p in parts)]
         if not parts:
             lines.append("Nothing to check: no expected steps, budgets or blacklist set.")
-        return ScoreResult(run_id=run.run_id, scorer=self.name, score=level * self.scale,
-                           scale=self.scale, label="pass" if passed else "fail", passed=passed,
-                           reason="\n".join(lines), analysis=analysis)
+        return ScoreResult(
+            run_id=run.run_id, scorer=self.name, score=level * self.scale, scale=self.scale,
+            label="pass" if passed else "fail", passed=passed, reason="\n".join(lines),
+            analysis=analysis)
 
     def __repr__(self) -> str:
         return f"TrajectoryScorer(name={self.name!r}, expected={len(self.expectation.steps)})"
@@ -297,17 +300,18 @@ def _accuracy(acts: Sequence[Step], want: Expectation, counted: dict[str, Any]
     matched, used = 0, [False] * len(acts)
     out_of_order: list[str] = []
     names = [step.name for step in acts]
+    expected_names = {step.name for step in expected}
     if want.ordering == "strict":
-        for i in range(max(len(acts), len(expected))):
-            if i < len(acts) and i < len(expected) and expected[i].matches(acts[i]):
+        for i in range(min(len(acts), len(expected))):
+            if expected[i].matches(acts[i]):
                 matched += 1
-            elif i < len(acts) and i < len(expected) and acts[i].name in {
-                    e.name for e in expected}:
+            elif acts[i].name in expected_names:
                 out_of_order.append(acts[i].name)
     elif want.ordering == "relaxed":
         last = -1
         for step in expected:
-            hit = next((j for j in range(last + 1, len(acts)) if step.matches(acts[j])), None)
+            hit = next((j for j in range(last + 1, len(acts))
+                        if names[j] == step.name and step.matches(acts[j])), None)
             if hit is None:
                 if step.name in names:
                     out_of_order.append(step.name)
@@ -323,11 +327,10 @@ def _accuracy(acts: Sequence[Step], want: Expectation, counted: dict[str, Any]
     extra = max(0, len(acts) - len(expected))
     if want.ordering == "strict" and extra:
         score -= 0.5 * extra / len(expected)
-    repeated = sorted({name for name in names if names.count(name) > 1})
+    repeated = sorted(name for name, count in Counter(names).items() if count > 1)
     if not want.allow_repeated_steps:
         score -= 0.1 * len(repeated)
-    expected_names = {step.name for step in expected}
-    missing = _missing(expected, acts, want.ordering)
+    missing = _missing(expected, acts) if matched < len(expected) else []
     counted.update(missing_steps=tuple(missing),
                    extra_steps=tuple(n for n in names if n not in expected_names),
                    out_of_order_steps=tuple(out_of_order))
@@ -340,12 +343,17 @@ def _accuracy(acts: Sequence[Step], want: Expectation, counted: dict[str, Any]
         reasoning += f"; {extra} extra step(s)"
     if repeated and not want.allow_repeated_steps:
         reasoning += "; repeated: " + ", ".join(repeated[:8])
-    arrow = " → " if want.ordering != "unordered" else ", "
-    return _part("accuracy", score, f"expected steps {arrow.join(s.name for s in expected)} "
-                 f"({want.ordering} order)", reasoning)
+    return _part("accuracy", score, _described(tuple(s.name for s in expected), want.ordering),
+                 reasoning)
 
 
-def _missing(expected: Sequence[ExpectedStep], acts: Sequence[Step], ordering: str) -> list[str]:
+@functools.lru_cache(maxsize=256)
+def _described(names: tuple[str, ...], ordering: str) -> str:
+    arrow = " → " if ordering != "unordered" else ", "
+    return f"expected steps {arrow.join(names)} ({ordering} order)"
+
+
+def _missing(expected: Sequence[ExpectedStep], acts: Sequence[Step]) -> list[str]:
     """Expected steps with no match anywhere in the trajectory (for the reason)."""
     used = [False] * len(acts)
     missing = []
@@ -360,13 +368,16 @@ def _missing(expected: Sequence[ExpectedStep], acts: Sequence[Step], ordering: s
 
 def _efficiency(steps: Sequence[Step], acts: Sequence[Step], want: Expectation,
                 counted: dict[str, Any]) -> CriterionVerdict:
-    tokens = sum(step.tokens for step in steps if step.kind == "llm")
-    starts = [s.start_ns for s in steps if s.start_ns]
-    ends = [s.end_ns for s in steps if s.end_ns]
-    duration = (max(ends) - min(starts)) / 1e9 if starts and ends else 0.0
+    tokens, first, last = 0, 0, 0
+    for step in steps:
+        if step.kind == "llm":
+            tokens += (step.input_tokens or 0) + (step.output_tokens or 0)
+        if step.start_ns and (not first or step.start_ns < first):
+            first = step.start_ns
+        last = max(last, step.end_ns)
+    duration = (last - first) / 1e9 if first and last else 0.0
     redundant = sum(1 for before, after in itertools.pairwise(acts)
-                    if before.kind == after.kind == "tool"
-                    and call_key(before) == call_key(after))
+                    if before.kind == after.kind == "tool" and same_call(before, after))
     counted.update(redundant_calls=redundant, total_tokens=tokens,
                    duration_s=round(duration, 3))
     scores: list[float] = []
@@ -392,6 +403,8 @@ def _tool_failures(acts: Sequence[Step], max_retries: int) -> CriterionVerdict |
     """Retry patterns (a failed call followed by another call of the same tool), scored only
     when there is one (Mastra); ``None`` when the run has none."""
     tools = [step for step in acts if step.kind == "tool"]
+    if not any(step.error is not None for step in tools):
+        return None  # no failure, so no retry pattern
     patterns: list[tuple[str, int, bool]] = []
     start = 0
     while start < len(tools):
@@ -417,7 +430,7 @@ def _tool_failures(acts: Sequence[Step], max_retries: int) -> CriterionVerdict |
 
 def _blacklist(acts: Sequence[Step], want: Expectation) -> CriterionVerdict:
     names = [step.name for step in acts]
-    tools = sorted({name for name in names if name in set(want.blacklist)})
+    tools = sorted(set(names).intersection(want.blacklist))
     sequences = [seq for seq in want.blacklisted_sequences if seq and any(
         tuple(names[i:i + len(seq)]) == tuple(seq) for i in range(len(names) - len(seq) + 1))]
     violated = bool(tools or sequences)
