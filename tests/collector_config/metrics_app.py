@@ -3,7 +3,8 @@
     python metrics_app.py JUDGE_URL prometheus METRICS_PORT
     python metrics_app.py JUDGE_URL otlp COLLECTOR_HTTP_URL
 
-It scores agent runs live (rubric and prompt alignment) against the scripted judge at
+It scores agent runs live (rubric, prompt alignment, trajectory and faithfulness; each run calls
+a tool, every third call fails) against the scripted judge at
 JUDGE_URL and either exposes its metrics with the OTel Prometheus exporter on
 127.0.0.1:METRICS_PORT, or sends them over OTLP/HTTP to a Collector every half second (whose
 Prometheus exporter is scraped instead), with service.name ``support-app``. It prints
@@ -26,7 +27,7 @@ from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from otel_scorers import PromptAlignmentScorer, RubricScorer
+from otel_scorers import FaithfulnessScorer, PromptAlignmentScorer, RubricScorer, TrajectoryScorer
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.judge.retry import RetryPolicy
 from otel_scorers.pipeline import Sampling, ScorerSpec, ScoringSpanProcessor
@@ -41,6 +42,17 @@ def attributes(agent: str, prompt: str, answer: str) -> dict[str, str]:
         "gen_ai.output.messages": json.dumps(
             [{"role": "assistant", "parts": [{"type": "text", "content": answer}]}]),
     }
+
+
+def tool(i: int) -> dict[str, str]:
+    """A ``lookup`` tool call; every third one fails."""
+    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
+             "gen_ai.tool.call.arguments": json.dumps({"q": f"question {i}"})}
+    if i % 3 == 2:
+        attrs["gen_ai.tool.status"] = "error"
+    else:
+        attrs["gen_ai.tool.call.result"] = f"The docs say: answer {i}."
+    return attrs
 
 
 def reader(mode: str, where: str) -> MetricReader:
@@ -68,7 +80,8 @@ def main() -> None:
         [RubricScorer(judge, "- greets the user\n- cites a source"), PromptAlignmentScorer(judge),
          # a scorer with a tiny hourly budget: one evaluation, then budget_exhausted
          ScorerSpec(RubricScorer(judge, "- is polite", name="budgeted"),
-                    Sampling(budget_tokens_per_hour=200))],
+                    Sampling(budget_tokens_per_hour=200)),
+         TrajectoryScorer(["lookup"]), FaithfulnessScorer(judge)],
         tracer_provider=tracer_provider, meter_provider=meter_provider, cache_ttl_s=0,
         queue_size=2, concurrency=1)
     tracer_provider.add_span_processor(processor)
@@ -77,7 +90,8 @@ def main() -> None:
         agent = "support" if i % 2 else "billing"
         answer = "BROKEN" if i % 4 == 3 else f"Hello! See the docs, answer {i}."
         with tracer.start_as_current_span("invoke_agent", attributes=attributes(
-                agent, f"question {i}", answer)):
+                agent, f"question {i}", answer)), tracer.start_as_current_span(
+                "execute_tool lookup", attributes=tool(i)):
             pass
         processor.force_flush(60_000)  # one at a time: none of these is dropped
     # a burst into the two-slot queue while the judge is slow: most of it is dropped, counted

@@ -113,7 +113,7 @@ def test_readme_metric_names_are_in_prometheus(live: str) -> None:
                  "otel_scorers_criterion_verdicts_total", "otel_scorers_dimension_score_bucket",
                  "otel_scorers_decisions_total", "otel_scorers_judge_duration_seconds_bucket",
                  "otel_scorers_judge_tokens_total", "otel_scorers_judge_cost_total",
-                 "otel_scorers_queue_depth"):
+                 "otel_scorers_queue_depth", "otel_scorers_agent_tool_calls_total"):
         assert name in present, name
     decisions = query(live, "sum by (decision) (otel_scorers_decisions_total)")["data"]["result"]
     seen = {r["metric"]["decision"]: float(r["value"][1]) for r in decisions}
