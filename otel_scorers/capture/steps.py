@@ -14,6 +14,7 @@ that carries neither messages nor token counts, is not a step.
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -65,19 +66,19 @@ def _asked_arguments(steps: list[Step]) -> list[Step]:
     """Tool steps whose span records the arguments as a bare value (LangChain writes a
     one-argument tool's input as ``"Paris"``) take the JSON arguments the model asked for:
     the earliest unanswered call of that tool by an LLM step before it."""
-    asked: list[ToolCall] = []
+    asked: dict[str, deque[ToolCall]] = {}  # by tool name: O(1) per step, however long the run
     out = []
     for step in steps:
         taken = step
         if step.kind == "llm":
-            asked.extend(step.tool_calls)
+            for made in step.tool_calls:
+                asked.setdefault(made.name, deque()).append(made)
         elif step.kind == "tool":
-            call = next((c for c in asked if c.name == step.name), None)
-            if call is not None:
-                asked.remove(call)
-                if call.arguments and not _is_object(step.arguments) and _is_object(
-                        call.arguments):
-                    taken = step.model_copy(update={"arguments": clip(call.arguments)})
+            waiting = asked.get(step.name)
+            call = waiting.popleft() if waiting else None
+            if call is not None and call.arguments and not _is_object(step.arguments) \
+                    and _is_object(call.arguments):
+                taken = step.model_copy(update={"arguments": clip(call.arguments)})
         out.append(taken)
     return out
 

@@ -115,9 +115,11 @@ class Summary:
         if result.passed is not None:
             self.verdicts += 1
             self.passes += bool(result.passed)
-        if isinstance(result.analysis, RubricAnalysis):
-            for criterion in result.analysis.criteria:
-                counts = self.criteria.setdefault(criterion.description, [0, 0])
+        analysis = result.analysis
+        if isinstance(analysis, RubricAnalysis) and analysis.verdict_metrics:
+            for criterion in analysis.criteria:
+                counts = self.criteria.setdefault(getattr(criterion, analysis.stable_key),
+                                                  [0, 0])
                 counts[0] += not criterion.satisfied
                 counts[1] += 1
 

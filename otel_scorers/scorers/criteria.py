@@ -41,6 +41,10 @@ class RubricAnalysis(BaseModel):
     #: whether each criterion's verdict is counted in the criterion-verdict metric (false where
     #: the ids are positions with no meaning across runs: a claim, a step)
     verdict_metrics: ClassVar[bool] = True
+    #: what names a criterion across runs in summaries: its description (a rubric's, a
+    #: check's, a trajectory part's), or its id where the description is about one run (a
+    #: tool-use call: its id is the tool's name)
+    stable_key: ClassVar[str] = "description"
 
     def to_dict(self) -> dict[str, Any]:
         return {

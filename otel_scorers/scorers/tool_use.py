@@ -75,6 +75,7 @@ class ToolUseAnalysis(RubricAnalysis):
     """``analyzeStepResult``: one criterion per call (id: the tool's name), and one per tool
     the judge found missing (``missing_<name>``)."""
 
+    stable_key = "id"
     calls: int = 0
     missing_tools: tuple[str, ...] = ()
 
