@@ -166,6 +166,11 @@ def submit(coro: Coroutine[Any, Any, T]) -> Future[T]:
     return asyncio.run_coroutine_threadsafe(coro, loop)
 
 
+def call_soon(callback: Callable[[], Any]) -> None:
+    """Run ``callback`` on the background loop soon (from any thread)."""
+    _ensure_loop().call_soon_threadsafe(callback)
+
+
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on the background loop and wait for its result.
 

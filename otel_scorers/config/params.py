@@ -153,6 +153,16 @@ PARAMS: tuple[Param, ...] = (
     P("capture.output", None, "your own attribute holding the answer"),
     P("capture.system", None, "your own attribute holding the instructions"),
     P("capture.agent", None, "your own attribute holding the agent name"),
+    P("phoenix.endpoint", "OTEL_SCORERS_PHOENIX_ENDPOINT", "write every scored result as a "
+      "span annotation into this Phoenix (`http://127.0.0.1:6006`; off when unset)"),
+    P("phoenix.project", "OTEL_SCORERS_PHOENIX_PROJECT", "the Phoenix project your traces go "
+      "to (where `calibrate` reads human annotations)"),
+    P("phoenix.api_key", "OTEL_SCORERS_PHOENIX_API_KEY", "Phoenix API key (sent as a bearer "
+      "token); never printed"),
+    P("sinks.queue_size", None, "results waiting per sink; past it they are dropped and "
+      "counted (`queue_full`)"),
+    P("sinks.retry_s", None, "how long a failed write to a sink is retried, with backoff, "
+      "before it is dropped and counted (`retries_exhausted`)"),
     P("evaluation_spans", "OTEL_SCORERS_EVALUATION_SPANS", "emit evaluation spans",
       argument=True),
     P("events", "OTEL_SCORERS_EVENTS", "emit `gen_ai.evaluation.result` log events",

@@ -15,10 +15,12 @@ __all__ = [
     "CriterionSettings",
     "ExpectedStepSettings",
     "JudgeSettings",
+    "PhoenixSettings",
     "SamplingSettings",
     "ScorerSettings",
     "SelectionSettings",
     "Settings",
+    "SinkSettings",
 ]
 
 Scalar = str | int | float | bool
@@ -153,6 +155,21 @@ class SelectionSettings(_Strict):
     per_agent: bool = False
 
 
+class PhoenixSettings(_Strict):
+    """Where results are written as Phoenix span annotations (off without an endpoint)."""
+
+    endpoint: str | None = None
+    project: str = "default"
+    api_key: SecretStr | None = None
+
+
+class SinkSettings(_Strict):
+    """The queue in front of every result sink."""
+
+    queue_size: int = Field(default=10_000, gt=0)
+    retry_s: float = Field(default=120.0, gt=0)
+
+
 class CaptureSettings(_Strict):
     input: str | None = None
     output: str | None = None
@@ -200,3 +217,5 @@ class Settings(_Strict):
     max_agents: int = Field(default=100, gt=0)
     fuse_judge_calls: bool = False
     isolation: Literal["thread", "process"] = "thread"
+    phoenix: PhoenixSettings = PhoenixSettings()
+    sinks: SinkSettings = SinkSettings()

@@ -81,6 +81,9 @@ class ScorerMetrics:
         self.tool_calls = meter.create_counter(
             n.METRIC_TOOL_CALLS, unit="{call}",
             description="Tool calls in the evaluated runs, by agent, tool and outcome")
+        self.sink_results = meter.create_counter(
+            n.METRIC_SINK_RESULTS, unit="{result}",
+            description="Results written to, retried at or dropped before a result sink")
         self.overflow = meter.create_counter(
             n.METRIC_OVERFLOW, unit="{value}",
             description="Metric attribute values folded into _other (cardinality caps)")
@@ -104,6 +107,11 @@ class ScorerMetrics:
 
     def unscored(self, reason: str, count: int) -> None:
         self.unscored_exports.add(count, {n.M_REASON: reason})
+
+    def sink(self, sink: str, outcome: str, reason: str | None, count: int) -> None:
+        """Results ``written``, ``retried`` or ``dropped`` (with the reason) at a sink."""
+        self.sink_results.add(count, {n.M_SINK: sink, n.M_OUTCOME: outcome,
+                                      n.M_REASON: reason or "none"})
 
     def steps(self, steps: Sequence[Step], agent: str | None) -> None:
         """Record the tool calls of an evaluated run (once per run, whatever its scorers):

@@ -94,6 +94,7 @@ METRIC_UNSCORED_EXPORTS: Final = "otel_scorers.enriched.unscored"  # counter, by
 METRIC_BUFFER_DROPPED: Final = "otel_scorers.trace_buffer.dropped"  # counter, by reason
 METRIC_OVERFLOW: Final = "otel_scorers.metric.overflow"  # counter, values folded into _other
 METRIC_TOOL_CALLS: Final = "otel_scorers.agent.tool_calls"  # counter, by tool and outcome
+METRIC_SINK_RESULTS: Final = "otel_scorers.sink.results"  # counter, by sink, outcome, reason
 # The OTLP gateway (``otel-scorers serve``).
 METRIC_GATEWAY_REQUESTS: Final = "otel_scorers.gateway.requests"  # counter, by outcome
 METRIC_GATEWAY_SPANS: Final = "otel_scorers.gateway.spans"        # counter, spans forwarded
@@ -113,6 +114,7 @@ M_AGENT: Final = "agent"
 M_JUDGE_MODEL: Final = "judge_model"
 M_CRITERION: Final = "criterion"
 M_TOOL: Final = "tool"
+M_SINK: Final = "sink"
 M_SATISFIED: Final = "satisfied"
 M_REQUIRED: Final = "required"
 M_DIMENSION: Final = "dimension"

@@ -49,6 +49,7 @@ from otel_scorers.scorers.faithfulness import FaithfulnessScorer
 from otel_scorers.scorers.rubric import RubricLike, RubricScorer, needs_steps, parse_rubric
 from otel_scorers.scorers.tool_use import ToolUseScorer
 from otel_scorers.scorers.trajectory import TrajectoryScorer
+from otel_scorers.sinks import PhoenixSink, ResultSink, SinkQueue
 
 __all__ = [
     "Parts",
@@ -81,6 +82,7 @@ class Parts:
     evaluation: Evaluation
     enriched: EnrichedExport | None
     stripper: ContentStripper | None
+    sinks: SinkQueue | None = None
 
 
 def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | None,
@@ -111,6 +113,7 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
                                        on_unscored=metrics.unscored))
     policy = ContentPolicy(settings.reasons, settings.max_reason_chars)
     configured = rubrics_from(settings, rubrics)
+    sinks = sinks_from(settings, policy, count=metrics.sink, log_once=log_once)
     evaluation = Evaluation(
         counts=counts, metrics=metrics, policy=policy,
         emitter=Emitter(tracer_provider=tracer_provider, logger_provider=logger_provider,
@@ -125,12 +128,27 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
                                   if getattr(slot.scorer, "kind", "llm") != "code"})
         if settings.isolation == "process" else None, per_agent=selector.selection.per_agent,
         steps=any(getattr(slot.scorer, "uses_steps", False) for slot in slots)
-        or any(needs_steps(rubric) for rubric in configured.values()))
+        or any(needs_steps(rubric) for rubric in configured.values()), sinks=sinks)
     return Parts(slots=slots, selector=selector,
                  buffer=buffer, counts=counts, evaluation=evaluation,
                  enriched=enriched[0] if enriched else None,
                  stripper=ContentStripper(mapping) if settings.exported_content == "strip"
-                 else None)
+                 else None, sinks=sinks)
+
+
+def sinks_from(settings: Settings, policy: ContentPolicy, *, count: Any = None,
+               log_once: Callable[[str, str], None] | None = None) -> SinkQueue | None:
+    """The result sinks the settings turn on (``None``: none is)."""
+    made: list[ResultSink] = []
+    phoenix = settings.phoenix
+    if phoenix.endpoint:
+        made.append(PhoenixSink(phoenix.endpoint, project=phoenix.project, policy=policy,
+                                api_key=phoenix.api_key.get_secret_value()
+                                if phoenix.api_key else None))
+    if not made:
+        return None
+    return SinkQueue(made, max_items=settings.sinks.queue_size, retry_s=settings.sinks.retry_s,
+                     count=count, log_once=log_once)
 
 
 def resolve_settings(arguments: Mapping[str, Any], config: str | Path | None

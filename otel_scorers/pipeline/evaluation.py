@@ -45,6 +45,7 @@ from otel_scorers.scorers.fused import Member, call_batches, judged
 from otel_scorers.scorers.result import ScoreError, ScoreResult
 from otel_scorers.scorers.rubric import RubricLike
 from otel_scorers.scorers.run import ScorerRun
+from otel_scorers.sinks import Evaluated, SinkQueue
 
 __all__ = ["Evaluation", "Job", "check_prices", "decision_of"]
 
@@ -99,6 +100,8 @@ class Evaluation:
     steps: bool = False
     #: Judge health per scorer: failures said once, the per-scorer view.
     health: Health = field(default_factory=Health)
+    #: Result sinks (Phoenix): every scored result is offered to them, never waited for.
+    sinks: SinkQueue | None = None
 
     def reset_after_fork(self) -> None:
         """In a forked child: no judgements in flight, an empty cache, fresh locks."""
@@ -341,6 +344,11 @@ class Evaluation:
             self.metrics.result(result, captured.agent)
             self.emitter.emit(span, result, agent=captured.agent, source=captured.source,
                               start_ns=start_ns, end_ns=time.time_ns())
+            if self.sinks is not None and result.score is not None and span.context:
+                self.sinks.offer(Evaluated(
+                    trace_id=f"{span.context.trace_id:032x}",
+                    span_id=f"{span.context.span_id:016x}", result=result,
+                    kind=getattr(slot.scorer, "kind", "llm"), agent=captured.agent))
         except Exception:
             self.log_once("emit", "otel-scorers could not emit an evaluation result")
         return result_attributes(result, f"{n.PREFIX}{slot.name}.", self.policy)

@@ -122,6 +122,7 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
         """The parts in place: the worker, its decisions, the hot path's first test."""
         self._slots, self._selector, self._buffer = parts.slots, parts.selector, parts.buffer
         self._evaluation, self._enriched = parts.evaluation, parts.enriched
+        self._sinks = parts.sinks
         self._stripper, self.counts = parts.stripper, parts.counts
         self._deferred = Deferred(settings.log_wait_s, settings.queue_size)
         self._log_side: ScoringLogProcessor | None = None
@@ -179,6 +180,7 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
         decisions = {slot.name: self.counts.by_reason(slot.name) for slot in self._slots}
         view = self._evaluation.health.view(decisions)
         return {"scorers": view, "pending": self._worker.depth + self._worker.inflight,
+                **({"sinks": self._sinks.totals()} if self._sinks is not None else {}),
                 **({"disabled_because": self.disabled_because}
                    if self.disabled_because else {})}
 
@@ -303,6 +305,8 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
         if self._enriched is not None:
             remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
             done = self._enriched.force_flush(remaining_ms) and done
+        if self._sinks is not None:  # the results written where they go (Phoenix)
+            done = self._sinks.flush(deadline - time.monotonic()) and done
         return done
 
     def _settle(self, deadline: float) -> bool:
@@ -328,8 +332,11 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
         (before the SDK's providers shut down), and drop and count what is left."""
         if self._shutdown:
             return
-        settled = self._settle(time.monotonic() + self.settings.exit_timeout_s)
+        deadline = time.monotonic() + self.settings.exit_timeout_s
+        settled = self._settle(deadline)
         self._decider.warn_unselected()
+        if self._sinks is not None:
+            self._sinks.close(deadline - time.monotonic())
         if settled:
             return
         before = self.counts.count(Decision.DROPPED, Reason.EXIT)
@@ -358,6 +365,8 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
         if self._enriched is not None:
             self._enriched.release_all(Reason.SHUTDOWN)
             self._enriched.shutdown()
+        if self._sinks is not None:
+            self._sinks.close(self.settings.shutdown_timeout_s)
         if self._evaluation.isolated is not None:
             try:
                 background_loop.submit(self._evaluation.close()).result(timeout=10.0)

@@ -1,0 +1,214 @@
+"""Results written natively into a real Arize Phoenix (``.venv-phoenix``, started on 127.0.0.1):
+the live pipeline's evaluations become span annotations on the evaluated span, with the right
+name, annotator kind, score, label and explanation; a re-score upserts; an annotation posted
+before its span arrived still lands; a Phoenix that is down, then up, gets each result once."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from otel_scorers import RubricScorer, TrajectoryScorer
+from otel_scorers.background_loop import submit
+from otel_scorers.judge.client import JudgeClient
+from otel_scorers.pipeline import ScoringSpanProcessor
+from otel_scorers.scorers.result import ScoreResult
+from otel_scorers.sinks import Evaluated, PhoenixSink, SinkQueue
+from otel_scorers.testing import ScriptedJudgeServer, judge_responder
+from tests.collector_config.test_phoenix import get, phoenix_binary
+from tests.support import free_port, genai_attributes, wait_until_up
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+@contextmanager
+def running_phoenix(port: int) -> Iterator[str]:
+    work = tempfile.mkdtemp(prefix="otel-scorers-phoenix-")
+    env = {**os.environ, "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(port),
+           "PHOENIX_GRPC_PORT": str(free_port()), "PHOENIX_WORKING_DIR": work,
+           "PHOENIX_TELEMETRY_ENABLED": "false", "DO_NOT_TRACK": "1"}
+    log = Path(work) / "phoenix.log"
+    process = subprocess.Popen([phoenix_binary(), "serve"], env=env, stdout=log.open("w"),
+                               stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_up(f"{base}/healthz", process, timeout_s=120,
+                      output=lambda: log.read_text()[-3000:])
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def phoenix() -> Iterator[str]:
+    with running_phoenix(free_port()) as base:
+        yield base
+
+
+def annotations(base: str, span_id: str, *, count: int, timeout_s: float = 30
+                ) -> list[dict[str, Any]]:
+    """The span's annotations once there are ``count`` of them (Phoenix inserts in the
+    background)."""
+    query = urllib.parse.urlencode({"span_ids": span_id, "limit": 100})
+    deadline = time.monotonic() + timeout_s
+    found: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        try:
+            found = get(f"{base}/v1/projects/default/span_annotations?{query}")["data"]
+        except urllib.error.HTTPError as exc:  # 404 until Phoenix has ingested the span
+            if exc.code != 404:
+                raise
+            found = []
+        if len(found) >= count:
+            break
+        time.sleep(0.3)
+    return found
+
+
+def send_span(base: str, attributes: dict[str, Any], processor: Any, *,
+              with_tool: bool = False) -> str:
+    """An agent run (with a tool call) traced through ``processor(provider)`` then a batch
+    exporter to Phoenix; its span id once the processor has flushed."""
+    provider = TracerProvider(resource=Resource.create({"service.name": "support-app"}))
+    scoring = processor(provider)
+    provider.add_span_processor(scoring)
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{base}/v1/traces")))
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("invoke_agent support-bot", attributes=attributes) as agent:
+        span_id = f"{agent.get_span_context().span_id:016x}"
+        if with_tool:
+            with tracer.start_as_current_span("execute_tool lookup", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
+                    "gen_ai.tool.call.result": "Settings > Security"}):
+                pass
+    assert scoring.force_flush(30_000)  # the results written to Phoenix too
+    provider.force_flush()
+    provider.shutdown()
+    return span_id
+
+
+def test_live_evaluations_become_span_annotations(
+        phoenix: str, judge_server: ScriptedJudgeServer, judge: JudgeClient,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    judge_server.responder = judge_responder(satisfied=lambda i, _t: i == 1)
+    monkeypatch.setenv("OTEL_SCORERS_PHOENIX_ENDPOINT", phoenix)
+    made: list[ScoringSpanProcessor] = []
+
+    def processor(provider: TracerProvider) -> ScoringSpanProcessor:
+        made.append(ScoringSpanProcessor(
+            [RubricScorer(judge, "- greets the user\n- cites a source"),
+             TrajectoryScorer(["lookup"])],
+            tracer_provider=provider, events=False))
+        return made[0]
+
+    span_id = send_span(phoenix, genai_attributes(prompt="Reset my password?",
+                                                  answer="Hello! Settings > Security."),
+                        processor, with_tool=True)
+    found = {a["name"]: a for a in annotations(phoenix, span_id, count=2)}
+    assert set(found) == {"rubric", "trajectory"}, found
+    rubric, trajectory = found["rubric"], found["trajectory"]
+    assert rubric["annotator_kind"] == "LLM" and trajectory["annotator_kind"] == "CODE"
+    assert rubric["result"]["score"] == 0.0 and rubric["result"]["label"] == "fail"
+    assert "cites a source" in rubric["result"]["explanation"]
+    assert trajectory["result"]["score"] == 1.0 and trajectory["result"]["label"] == "pass"
+    assert rubric["identifier"] == "otel-scorers"
+    metadata = rubric["metadata"]
+    assert metadata["judge_model"] == judge.model and metadata["passed"] is False
+    assert [(c["id"], c["satisfied"]) for c in metadata["criteria"]] == [
+        ("greets_the_user", True), ("cites_a_source", False)]
+    assert made[0].health()["sinks"]["phoenix"]["written"] == 2
+    made[0].shutdown()
+
+
+def result(scorer: str, score: float) -> ScoreResult:
+    return ScoreResult(run_id="r", scorer=scorer, score=score, label="pass" if score else "fail",
+                       reason=f"scored {score}")
+
+
+def write(queue: SinkQueue, *items: Evaluated) -> bool:
+    async def offer() -> None:
+        for item in items:
+            queue.offer(item)
+    submit(offer()).result(10)
+    return queue.flush(60)
+
+
+def test_a_rescore_upserts_and_an_early_annotation_still_lands(phoenix: str) -> None:
+    queue = SinkQueue([PhoenixSink(phoenix)])
+    provider = TracerProvider()  # no exporter yet: the span is sent after its annotation
+    with provider.get_tracer("app").start_as_current_span(
+            "invoke_agent early", attributes=genai_attributes(prompt="early")) as agent:
+        context = agent.get_span_context()
+    trace, span = f"{context.trace_id:032x}", f"{context.span_id:016x}"
+    assert write(queue, Evaluated(trace, span, result("rubric", 0.0)))
+    time.sleep(2)  # Phoenix holds the annotation until the span is ingested
+    OTLPSpanExporter(endpoint=f"{phoenix}/v1/traces").export([agent])  # type: ignore[list-item]
+    first = annotations(phoenix, span, count=1)
+    assert [(a["name"], a["result"]["score"]) for a in first] == [("rubric", 0.0)]
+    # the same evaluation again (a retry, a re-score): one annotation, the new score
+    assert write(queue, Evaluated(trace, span, result("rubric", 1.0)))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        again = annotations(phoenix, span, count=1)
+        if again and again[0]["result"]["score"] == 1.0:
+            break
+        time.sleep(0.3)
+    assert [(a["name"], a["result"]["score"]) for a in again] == [("rubric", 1.0)]
+    assert queue.totals()["phoenix"]["written"] == 2
+    queue.close(5)
+
+
+def test_a_phoenix_that_is_down_then_up_gets_each_result_once() -> None:
+    port = free_port()
+    queue = SinkQueue([PhoenixSink(f"http://127.0.0.1:{port}")], retry_s=180)
+    attrs = genai_attributes(prompt="while down", answer="while down")
+    provider = TracerProvider()
+    with provider.get_tracer("app").start_as_current_span("invoke_agent down",
+                                                         attributes=attrs) as agent:
+        context = agent.get_span_context()
+    item = Evaluated(f"{context.trace_id:032x}", f"{context.span_id:016x}",
+                     result("rubric", 1.0))
+
+    async def offer() -> None:
+        queue.offer(item)
+    submit(offer()).result(10)
+    assert not queue.flush(1.5)  # nothing listens yet: retried, not lost
+    assert queue.totals()["phoenix"]["retried"] >= 1
+    with running_phoenix(port) as base:
+        OTLPSpanExporter(endpoint=f"{base}/v1/traces").export([agent])  # type: ignore[list-item]
+        assert queue.flush(60)
+        found = annotations(base, item.span_id, count=1)
+        assert [(a["name"], a["result"]["score"]) for a in found] == [("rubric", 1.0)]
+        assert len(annotations(base, item.span_id, count=2, timeout_s=2)) == 1
+    totals = queue.totals()["phoenix"]
+    assert totals["written"] == 1 and "dropped" not in totals
+    queue.close(1)
+
+
+def test_a_refused_write_is_dropped_and_counted_at_once(phoenix: str) -> None:
+    sink = PhoenixSink(phoenix)
+    bad = Evaluated("0" * 32, "0" * 16, result("note", 1.0))  # 'note' is reserved: HTTP 400
+    queue = SinkQueue([sink], retry_s=60)
+    assert write(queue, bad)
+    assert queue.totals()["phoenix"] == {"dropped": 1, "dropped:http_400": 1, "waiting": 0}
+    queue.close(1)
