@@ -102,18 +102,28 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
     except (OTLPDecodeError, OSError) as exc:
         raise UsageProblem(str(exc)) from None
     finally:
+        if "sinks" in processor.health():  # results on their way to Phoenix: let them land
+            processor.force_flush(int((processor.settings.sinks.retry_s + 5) * 1000))
         processor.shutdown()
         if telemetry is not None:
             telemetry.shutdown()
     unsent = telemetry.outcome() if telemetry is not None else None
+    sinks = processor.health().get("sinks", {})
     console.print(f"results: {outcome['scored']} scored, {outcome['skipped']} skipped, "
                   f"{outcome['error']} errors, "
                   f"{outcome['not_captured']} runs without usable content"
                   + (f"; written to {output}" if output else "")
+                  + "".join(f"; {row.get('written', 0)} written to {name}"
+                            for name, row in sinks.items())
                   + (f"; telemetry sent to {otlp_endpoint}"
                      if telemetry is not None and unsent is None else ""))
     if unsent is not None:
         raise Failed(f"telemetry not sent: {unsent}")
+    for name, row in sinks.items():
+        if row.get("dropped"):
+            reasons = ", ".join(f"{key.split(':', 1)[1]}: {count}" for key, count in row.items()
+                                if key.startswith("dropped:"))
+            raise Failed(f"{row['dropped']} result(s) not written to {name} ({reasons})")
     if outcome["error"] and not outcome["scored"]:
         raise SystemExit(1)
 

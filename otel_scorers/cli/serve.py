@@ -101,7 +101,8 @@ def serve(upstream: str, host: str, port: int, grpc_port: int, config_file: str 
                + f" -> {safe_url(upstream)} "
                f"(scorers: {', '.join(s.name for s in processor.scorers)}; "
                f"judge: {_judges(processor)}; "
-               f"auth: {'bearer token' if auth else 'none'}; "
+               + (f"results also to: {_sinks(processor)}; " if _sinks(processor) else "")
+               + f"auth: {'bearer token' if auth else 'none'}; "
                f"tls: {'on' if tls else 'off'})", err=True)
     # on SIGTERM, requests in flight get at most --forward-timeout more (not aiohttp's 60 s)
     web.run_app(app, host=host, port=port, print=None, handle_signals=True, ssl_context=tls,
@@ -162,3 +163,11 @@ def logging_setup() -> None:
     import logging
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+
+
+def _sinks(processor: Any) -> str:
+    """The result sinks, as the start line names them (endpoints without credentials)."""
+    from otel_scorers.gateway.security import safe_url
+
+    phoenix = processor.settings.phoenix
+    return f"phoenix at {safe_url(phoenix.endpoint)}" if phoenix.endpoint else ""

@@ -5,6 +5,7 @@ before its span arrived still lands; a Phoenix that is down, then up, gets each 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -212,3 +213,88 @@ def test_a_refused_write_is_dropped_and_counted_at_once(phoenix: str) -> None:
     assert write(queue, bad)
     assert queue.totals()["phoenix"] == {"dropped": 1, "dropped:http_400": 1, "waiting": 0}
     queue.close(1)
+
+
+def test_rescore_back_fills_phoenix_and_a_second_rescore_upserts(
+        phoenix: str, judge_server: ScriptedJudgeServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from otel_scorers.cli import main
+    from otel_scorers.otlp.json_lines import JsonLinesFile, JsonLinesSpanExporter
+
+    judge_server.responder = judge_responder()
+    exported = tmp_path / "traces.jsonl"
+    provider = TracerProvider(resource=Resource.create({"service.name": "support-app"}))
+    with exported.open("w") as stream:  # the app's spans: in Phoenix and in a file
+        provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(
+            JsonLinesFile(stream))))
+        provider.add_span_processor(SimpleSpanProcessor(
+            OTLPSpanExporter(endpoint=f"{phoenix}/v1/traces")))
+        ids = []
+        for i in range(3):
+            with provider.get_tracer("app").start_as_current_span(
+                    "invoke_agent support-bot",
+                    attributes=genai_attributes(prompt=f"question {i}")) as agent:
+                ids.append(f"{agent.get_span_context().span_id:016x}")
+        provider.shutdown()
+    monkeypatch.setenv("OTEL_SCORERS_PHOENIX_ENDPOINT", phoenix)
+    config = tmp_path / "scorers.yaml"
+    config.write_text(json.dumps({
+        "judge": {"model": judge_server.model, "api_base": judge_server.url, "api_key": "k"},
+        "scorers": [{"type": "rubric", "criteria": ["greets the user"]}]}))
+    for _ in range(2):
+        result = CliRunner().invoke(main, ["rescore", str(exported), "--config", str(config),
+                                           "-o", str(tmp_path / "out.jsonl"), "--restart"])
+        assert result.exit_code == 0, result.output
+        assert "3 written to phoenix" in " ".join(result.output.split())
+    for span_id in ids:
+        found = annotations(phoenix, span_id, count=1)
+        assert [(a["name"], a["result"]["label"]) for a in found] == [("rubric", "pass")]
+        assert len(annotations(phoenix, span_id, count=2, timeout_s=1)) == 1  # upserted
+
+
+def test_rescore_says_when_results_could_not_be_written(
+        judge_server: ScriptedJudgeServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from otel_scorers.cli import main
+
+    judge_server.responder = judge_responder()
+    recorded = Path(__file__).resolve().parents[1] / "frameworks" / "recorded"
+    monkeypatch.setenv("OTEL_SCORERS_PHOENIX_ENDPOINT", f"http://127.0.0.1:{free_port()}")
+    config = tmp_path / "scorers.yaml"
+    config.write_text(json.dumps({
+        "judge": {"model": judge_server.model, "api_base": judge_server.url, "api_key": "k"},
+        "scorers": [{"type": "trajectory", "expected": ["get_weather"]}],
+        "sinks": {"retry_s": 1}}))
+    result = CliRunner().invoke(main, ["rescore", str(recorded / "pydantic_ai-native-content"
+                                                      ".jsonl.gz"), "--config", str(config)])
+    assert result.exit_code == 1
+    assert "3 result(s) not written to phoenix (retries_exhausted: 3)" in result.output
+
+
+def test_the_gateway_writes_what_it_scores_into_phoenix(
+        phoenix: str, judge_server: ScriptedJudgeServer, tmp_path: Path) -> None:
+    from tests.gateway.test_gateway import _config, gateway, run_tool_app
+
+    judge_server.responder = judge_responder()
+    config = _config(tmp_path, judge_server, scorers=[
+        {"type": "trajectory", "expected": ["get_weather"]}, {"type": "faithfulness"}])
+    with gateway(config, phoenix, OTEL_SCORERS_PHOENIX_ENDPOINT=phoenix) as url:
+        run_tool_app(url)
+        deadline = time.monotonic() + 60
+        spans: list[dict[str, Any]] = []
+        while time.monotonic() < deadline and not spans:
+            spans = [s for s in get(f"{phoenix}/v1/projects/default/spans?limit=100")["data"]
+                     if s["name"] == "invoke_agent weather"]
+            time.sleep(0.3)
+        assert spans, "the gateway forwarded the app's spans to Phoenix"
+        found = {a["name"]: a for a in annotations(phoenix, spans[0]["context"]["span_id"],
+                                                   count=2, timeout_s=60)}
+    assert {name: a["result"]["score"] for name, a in found.items()} == {
+        "trajectory": 1.0, "faithfulness": 1.0}
+    assert found["trajectory"]["annotator_kind"] == "CODE"
+    assert found["faithfulness"]["annotator_kind"] == "LLM"
