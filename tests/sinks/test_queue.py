@@ -1,0 +1,133 @@
+"""The queue in front of the result sinks, with a sink of our own: bounded (past the bound a
+result is dropped and counted), retried with backoff then dropped, refused writes dropped at
+once, a failing sink never raises into the pipeline, everything counted in the metric."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from otel_scorers.background_loop import submit
+from otel_scorers.scorers.result import ScoreResult
+from otel_scorers.sinks import Evaluated, SinkError, SinkQueue
+
+
+class Recording:
+    """A sink that records batches, failing as told."""
+
+    name = "recording"
+    max_batch = 3
+
+    def __init__(self, fail: list[SinkError | Exception] | None = None,
+                 gate: asyncio.Event | None = None) -> None:
+        self.batches: list[list[str]] = []
+        self.fail = list(fail or [])
+        self.gate = gate
+
+    async def write(self, session: Any, batch: Sequence[Evaluated]) -> None:
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.fail:
+            raise self.fail.pop(0)
+        self.batches.append([item.span_id for item in batch])
+
+
+def item(index: int) -> Evaluated:
+    return Evaluated("0" * 32, f"{index:016x}",
+                     ScoreResult(run_id="r", scorer="rubric", score=1.0, label="pass"))
+
+
+def offer(queue: SinkQueue, *items: Evaluated) -> None:
+    async def go() -> None:
+        for one in items:
+            queue.offer(one)
+    submit(go()).result(10)
+
+
+def test_results_are_written_in_batches_and_counted() -> None:
+    counted: list[tuple[str, str, str | None, int]] = []
+    sink = Recording()
+    queue = SinkQueue([sink], count=lambda *row: counted.append(row))
+    offer(queue, *(item(i) for i in range(7)))
+    assert queue.flush(10)
+    assert sum(map(len, sink.batches)) == 7 and all(len(b) <= 3 for b in sink.batches)
+    assert queue.totals()["recording"] == {"written": 7, "waiting": 0}
+    assert sum(n for _, outcome, _, n in counted if outcome == "written") == 7
+    queue.close(1)
+
+
+def test_past_its_bound_a_result_is_dropped_and_counted() -> None:
+    async def make_gate() -> asyncio.Event:
+        return asyncio.Event()
+    gate = submit(make_gate()).result(10)
+    sink = Recording(gate=gate)
+    queue = SinkQueue([sink], max_items=5)
+    offer(queue, *(item(i) for i in range(12)))
+    assert not queue.flush(0.2)  # the sink is stuck: nothing waits on the hot path
+    submit(_set(gate)).result(10)
+    assert queue.flush(10)
+    totals = queue.totals()["recording"]
+    assert totals["dropped:queue_full"] >= 4 and totals["written"] + totals["dropped"] == 12
+    queue.close(1)
+
+
+async def _set(event: asyncio.Event) -> None:
+    event.set()
+
+
+def test_failures_are_retried_then_dropped_refusals_at_once() -> None:
+    sink = Recording(fail=[SinkError("down", retryable=True, reason="unreachable")] * 2)
+    queue = SinkQueue([sink], retry_s=30)
+    offer(queue, item(1))
+    assert queue.flush(10)
+    assert queue.totals()["recording"] == {"retried": 2, "written": 1, "waiting": 0}
+    refused = SinkQueue([Recording(fail=[SinkError("no", retryable=False, reason="http_401")])])
+    offer(refused, item(2))
+    assert refused.flush(10)
+    assert refused.totals()["recording"] == {"dropped": 1, "dropped:http_401": 1, "waiting": 0}
+    late = SinkQueue([Recording(fail=[SinkError("down", retryable=True, reason="unreachable")]
+                                * 50)], retry_s=0.6)
+    offer(late, item(3))
+    assert late.flush(10)
+    assert late.totals()["recording"]["dropped:retries_exhausted"] == 1
+    for q in (queue, refused, late):
+        q.close(1)
+
+
+def test_a_sink_that_breaks_is_counted_and_logged_never_raised() -> None:
+    said: list[str] = []
+    queue = SinkQueue([Recording(fail=[RuntimeError("bug")])],
+                      log_once=lambda key, message: said.append(message))
+    offer(queue, item(1), item(2))
+    assert queue.flush(10)
+    totals = queue.totals()["recording"]
+    assert totals["dropped:internal_error"] >= 1 and said
+
+
+def test_close_counts_what_is_left_and_later_offers() -> None:
+    async def make_gate() -> asyncio.Event:
+        return asyncio.Event()
+    queue = SinkQueue([Recording(gate=submit(make_gate()).result(10))])
+    offer(queue, *(item(i) for i in range(5)))
+    queue.close(0.2)
+    offer(queue, item(9))
+    totals = queue.totals()["recording"]
+    assert totals["dropped:shutdown"] >= 3
+
+
+@pytest.mark.parametrize("endpoint", ["127.0.0.1:6006", "file:///etc/passwd", ""])
+def test_a_phoenix_endpoint_must_be_http(endpoint: str) -> None:
+    from otel_scorers.errors import ConfigError
+    from otel_scorers.sinks import PhoenixSink
+
+    with pytest.raises(ConfigError):
+        PhoenixSink(endpoint)
+
+
+def test_the_key_is_never_in_the_sinks_repr() -> None:
+    from otel_scorers.sinks import PhoenixSink
+
+    assert "secret" not in repr(PhoenixSink("http://127.0.0.1:1", api_key="secret-key-123"))
