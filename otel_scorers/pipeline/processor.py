@@ -386,6 +386,8 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
         self._evaluation.reset_after_fork()
         if self._enriched is not None:
             self._enriched.reset_after_fork()
+        if self._sinks is not None:
+            self._sinks.reset_after_fork()
         for slot in self._slots:
             slot.sampler.reset_after_fork()
 

@@ -52,6 +52,15 @@ class SinkQueue:
         #: (sink, outcome, reason) -> count
         self.counts: Counter[tuple[str, str, str | None]] = Counter()
 
+    def reset_after_fork(self) -> None:
+        """In a forked child: the parent's waiting results, task and lock are not ours."""
+        self._lock = threading.Condition()
+        self._waiting = {s.name: deque() for s in self.sinks}
+        self._pending = 0
+        self._wake = None
+        self._task = None
+        self.counts = Counter()
+
     # -- from the background loop --------------------------------------------------------
     def offer(self, item: Evaluated) -> None:
         """Queue ``item`` for every sink (on the background loop); never waits."""
