@@ -86,19 +86,27 @@ class SinkQueue:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
+        # No ``async with`` around the loop: a task still waiting when the interpreter (or a
+        # forked child) drops it must not have to await anything while it is closed.
         import aiohttp
 
-        assert self._wake is not None
-        async with aiohttp.ClientSession() as session:
+        wake = self._wake
+        assert wake is not None
+        session = aiohttp.ClientSession()
+        try:
             while True:
-                await self._wake.wait()
-                self._wake.clear()
+                await wake.wait()
+                wake.clear()
                 for sink in self.sinks:
                     while batch := self._take(sink):
                         await self._deliver(session, sink, batch)
                 with self._lock:
                     if self._closing and not self._pending:
-                        return
+                        break
+        except asyncio.CancelledError:
+            await session.close()
+            raise
+        await session.close()
 
     def _take(self, sink: ResultSink) -> list[Evaluated]:
         with self._lock:
