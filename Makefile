@@ -23,6 +23,10 @@ PHOENIX_VENV := .venv-phoenix
 # Arize Phoenix, the tracing backend of the integration tests, in a virtual environment of its own
 # so that its dependencies never mix with the project's.
 PHOENIX_VERSION := 20.26.1
+# MLflow, the second evaluation backend (assessments on traces), the same way (3.18.0 does not
+# resolve here: the pin is what installs).
+MLFLOW_VENV := .venv-mlflow
+MLFLOW_VERSION := 3.17.2
 
 # The agent frameworks of the conformance matrix (tests/frameworks, docs/frameworks.md), each in
 # a virtual environment of its own (.frameworks/NAME, built once and cached): `make test` runs
@@ -66,6 +70,12 @@ $(PHOENIX_VENV)/.installed: Makefile
 	$(PHOENIX_VENV)/bin/python -m pip install --quiet 'arize-phoenix==$(PHOENIX_VERSION)'
 	touch $@
 
+$(MLFLOW_VENV)/.installed: Makefile
+	$(PYTHON) -m venv $(MLFLOW_VENV)
+	$(MLFLOW_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(MLFLOW_VENV)/bin/python -m pip install --quiet 'mlflow==$(MLFLOW_VERSION)'
+	touch $@
+
 # The OpenTelemetry Collector (collector-config/builder-config.yaml) and Jaeger v2, built from Go
 # modules into .stack/ for the integration tests; rebuilt only when their inputs change.
 stack:
@@ -77,7 +87,8 @@ frameworks:
 frameworks-all:
 	@for name in $(FRAMEWORKS_ALL); do PYTHON=$(PYTHON) tests/frameworks/build-venv.sh $$name || exit 1; done
 
-test: $(VENV)/.installed-dev prometheus stack $(PHOENIX_VENV)/.installed frameworks
+test: $(VENV)/.installed-dev prometheus stack $(PHOENIX_VENV)/.installed $(MLFLOW_VENV)/.installed \
+	frameworks
 	$(PY) -m pytest
 
 test-frameworks: $(VENV)/.installed-dev frameworks-all
@@ -94,4 +105,4 @@ bench: $(VENV)/.installed-dev
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) $(PHOENIX_VENV) .frameworks .stack .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(PHOENIX_VENV) $(MLFLOW_VENV) .frameworks .stack .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -169,5 +169,8 @@ def _sinks(processor: Any) -> str:
     """The result sinks, as the start line names them (endpoints without credentials)."""
     from otel_scorers.gateway.security import safe_url
 
-    phoenix = processor.settings.phoenix
-    return f"phoenix at {safe_url(phoenix.endpoint)}" if phoenix.endpoint else ""
+    settings = processor.settings
+    named = [f"phoenix at {safe_url(settings.phoenix.endpoint)}" if settings.phoenix.endpoint
+             else "", f"mlflow at {safe_url(settings.mlflow.tracking_uri)}"
+             if settings.mlflow.tracking_uri else ""]
+    return ", ".join(name for name in named if name)

@@ -159,6 +159,11 @@ PARAMS: tuple[Param, ...] = (
       "to (where `calibrate` reads human annotations)"),
     P("phoenix.api_key", "OTEL_SCORERS_PHOENIX_API_KEY", "Phoenix API key (sent as a bearer "
       "token); never printed"),
+    P("mlflow.tracking_uri", "OTEL_SCORERS_MLFLOW_TRACKING_URI", "write every scored result "
+      "as an assessment on its trace (`tr-<trace id>`) in this MLflow tracking server "
+      "(`http://127.0.0.1:5000`; off when unset)"),
+    P("mlflow.experiment", "OTEL_SCORERS_MLFLOW_EXPERIMENT", "the MLflow experiment your "
+      "traces go to (its id or name)"),
     P("sinks.queue_size", None, "results waiting per sink; past it they are dropped and "
       "counted (`queue_full`)"),
     P("sinks.retry_s", None, "how long a failed write to a sink is retried, with backoff, "

@@ -15,6 +15,7 @@ __all__ = [
     "CriterionSettings",
     "ExpectedStepSettings",
     "JudgeSettings",
+    "MLflowSettings",
     "PhoenixSettings",
     "SamplingSettings",
     "ScorerSettings",
@@ -163,6 +164,13 @@ class PhoenixSettings(_Strict):
     api_key: SecretStr | None = None
 
 
+class MLflowSettings(_Strict):
+    """Where results are written as MLflow assessments (off without a tracking URI)."""
+
+    tracking_uri: str | None = None
+    experiment: str | None = None
+
+
 class SinkSettings(_Strict):
     """The queue in front of every result sink."""
 
@@ -218,4 +226,5 @@ class Settings(_Strict):
     fuse_judge_calls: bool = False
     isolation: Literal["thread", "process"] = "thread"
     phoenix: PhoenixSettings = PhoenixSettings()
+    mlflow: MLflowSettings = MLflowSettings()
     sinks: SinkSettings = SinkSettings()

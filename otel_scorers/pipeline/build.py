@@ -49,7 +49,7 @@ from otel_scorers.scorers.faithfulness import FaithfulnessScorer
 from otel_scorers.scorers.rubric import RubricLike, RubricScorer, needs_steps, parse_rubric
 from otel_scorers.scorers.tool_use import ToolUseScorer
 from otel_scorers.scorers.trajectory import TrajectoryScorer
-from otel_scorers.sinks import PhoenixSink, ResultSink, SinkQueue
+from otel_scorers.sinks import MLflowSink, PhoenixSink, ResultSink, SinkQueue
 
 __all__ = [
     "Parts",
@@ -145,6 +145,9 @@ def sinks_from(settings: Settings, policy: ContentPolicy, *, count: Any = None,
         made.append(PhoenixSink(phoenix.endpoint, project=phoenix.project, policy=policy,
                                 api_key=phoenix.api_key.get_secret_value()
                                 if phoenix.api_key else None))
+    if settings.mlflow.tracking_uri:
+        made.append(MLflowSink(settings.mlflow.tracking_uri,
+                               experiment=settings.mlflow.experiment, policy=policy))
     if not made:
         return None
     return SinkQueue(made, max_items=settings.sinks.queue_size, retry_s=settings.sinks.retry_s,

@@ -9,6 +9,7 @@ counting are :class:`~otel_scorers.sinks.queue.SinkQueue`'s, never the sink's.
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -19,7 +20,7 @@ from otel_scorers.emit.attributes import ContentPolicy
 from otel_scorers.scorers.criteria import RubricAnalysis
 from otel_scorers.scorers.result import ScoreResult
 
-__all__ = ["IDENTIFIER", "Evaluated", "ResultSink", "SinkError", "metadata_of"]
+__all__ = ["IDENTIFIER", "Evaluated", "ResultSink", "SinkError", "metadata_of", "shown_url"]
 
 #: The identifier every result is written under: with the scorer's name and the span, the key a
 #: backend upserts on, so a retry or a re-score overwrites instead of adding a duplicate.
@@ -56,6 +57,15 @@ class ResultSink(Protocol):
 
     async def write(self, session: aiohttp.ClientSession, batch: Sequence[Evaluated]) -> None:
         """Write ``batch``; raise :class:`SinkError` when it was not written."""
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be printed: any ``user:password@`` taken out, no query string."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def metadata_of(item: Evaluated, policy: ContentPolicy) -> dict[str, Any]:

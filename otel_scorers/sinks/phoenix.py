@@ -19,7 +19,7 @@ import aiohttp
 
 from otel_scorers.emit.attributes import ContentPolicy
 from otel_scorers.errors import ConfigError
-from otel_scorers.sinks.base import IDENTIFIER, Evaluated, SinkError, metadata_of
+from otel_scorers.sinks.base import IDENTIFIER, Evaluated, SinkError, metadata_of, shown_url
 
 __all__ = ["PhoenixSink"]
 
@@ -68,13 +68,14 @@ class PhoenixSink:
                 await response.content.read(65_536)  # bounded: an answer is a few bytes
                 status = response.status
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise SinkError(f"Phoenix at {self.endpoint} unreachable ({type(exc).__name__})",
+            raise SinkError(f"Phoenix at {shown_url(self.endpoint)} unreachable "
+                            f"({type(exc).__name__})",
                             retryable=True, reason="unreachable") from None
         if 200 <= status < 300:
             return
         retryable = status in (408, 429) or status >= 500
-        raise SinkError(f"Phoenix at {self.endpoint} answered HTTP {status}",
+        raise SinkError(f"Phoenix at {shown_url(self.endpoint)} answered HTTP {status}",
                         retryable=retryable, reason=f"http_{status}")
 
     def __repr__(self) -> str:  # never the key
-        return f"PhoenixSink(endpoint={self.endpoint!r}, project={self.project!r})"
+        return f"PhoenixSink(endpoint={shown_url(self.endpoint)!r}, project={self.project!r})"

@@ -1,0 +1,181 @@
+"""Results written natively into a real MLflow tracking server (``.venv-mlflow``, made by
+``make test``, started on 127.0.0.1 with a SQLite store): the app's traces arrive over OTLP
+(``x-mlflow-experiment-id``), and each scored result becomes a Feedback assessment on trace
+``tr-<trace id>``, on the evaluated span, with name, value, rationale, source and label; a
+re-score updates it (no second one); a result judged before its trace was ingested lands once
+the trace arrives."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from otel_scorers import RubricScorer, TrajectoryScorer
+from otel_scorers.background_loop import submit
+from otel_scorers.judge.client import JudgeClient
+from otel_scorers.pipeline import ScoringSpanProcessor
+from otel_scorers.scorers.result import ScoreResult
+from otel_scorers.sinks import Evaluated, MLflowSink, SinkQueue
+from otel_scorers.testing import ScriptedJudgeServer, judge_responder
+from tests.support import free_port, genai_attributes, wait_until_up
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def mlflow_binary() -> str:
+    path = os.environ.get("OTEL_SCORERS_MLFLOW") or str(ROOT / ".venv-mlflow/bin/mlflow")
+    if not Path(path).exists():
+        pytest.fail(f"MLflow is missing at {path}: `make test` installs it into .venv-mlflow")
+    return path
+
+
+def call(base: str, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    request = urllib.request.Request(
+        base + path, method=method, headers={"Content-Type": "application/json"},
+        data=None if body is None else json.dumps(body).encode())
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read() or b"{}")
+
+
+@pytest.fixture(scope="module")
+def mlflow() -> Iterator[tuple[str, str]]:
+    """A tracking server and the id of an experiment for the app's traces."""
+    port = free_port()
+    work = tempfile.mkdtemp(prefix="otel-scorers-mlflow-")
+    log = Path(work) / "mlflow.log"
+    process = subprocess.Popen(
+        [mlflow_binary(), "server", "--host", "127.0.0.1", "--port", str(port),
+         "--backend-store-uri", f"sqlite:///{work}/mlflow.db",
+         "--default-artifact-root", f"{work}/artifacts"],
+        env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1"},
+        stdout=log.open("w"), stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_up(f"{base}/health", process, timeout_s=120,
+                      output=lambda: log.read_text()[-3000:])
+        experiment = call(base, "POST", "/api/2.0/mlflow/experiments/create",
+                          {"name": "support-app"})["experiment_id"]
+        yield base, experiment
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def assessments(base: str, trace_id: str, *, count: int, timeout_s: float = 30
+                ) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout_s
+    found: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        try:
+            info = call(base, "GET", f"/api/3.0/mlflow/traces/tr-{trace_id}")
+            found = info["trace"]["trace_info"].get("assessments", [])
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404:
+                raise
+        if len(found) >= count:
+            break
+        time.sleep(0.3)
+    return found
+
+
+def exporter(base: str, experiment: str) -> OTLPSpanExporter:
+    return OTLPSpanExporter(endpoint=f"{base}/v1/traces",
+                            headers={"x-mlflow-experiment-id": experiment})
+
+
+def test_live_evaluations_become_assessments_on_the_trace(
+        mlflow: tuple[str, str], judge_server: ScriptedJudgeServer, judge: JudgeClient,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    base, experiment = mlflow
+    judge_server.responder = judge_responder(satisfied=lambda i, _t: i == 1)
+    monkeypatch.setenv("OTEL_SCORERS_MLFLOW_TRACKING_URI", base)
+    monkeypatch.setenv("OTEL_SCORERS_MLFLOW_EXPERIMENT", experiment)
+    provider = TracerProvider(resource=Resource.create({"service.name": "support-app"}))
+    processor = ScoringSpanProcessor(
+        [RubricScorer(judge, "- greets the user\n- cites a source"), TrajectoryScorer(["lookup"])],
+        tracer_provider=provider, events=False)
+    provider.add_span_processor(processor)
+    provider.add_span_processor(SimpleSpanProcessor(exporter(base, experiment)))
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("invoke_agent support-bot", attributes=genai_attributes(
+            prompt="Reset my password?", answer="Hello! Settings > Security.")) as agent:
+        with tracer.start_as_current_span("execute_tool lookup", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
+                "gen_ai.tool.call.result": "Settings > Security"}):
+            pass
+        context = agent.get_span_context()
+    assert processor.force_flush(60_000)
+    provider.shutdown()
+    found = {a["assessment_name"]: a for a in assessments(
+        base, f"{context.trace_id:032x}", count=2)}
+    assert set(found) == {"rubric", "trajectory"}, found
+    rubric, trajectory = found["rubric"], found["trajectory"]
+    assert rubric["feedback"]["value"] == 0.0 and rubric["metadata"]["label"] == "fail"
+    assert rubric["source"] == {"source_type": "LLM_JUDGE", "source_id": "otel-scorers"}
+    assert trajectory["source"]["source_type"] == "CODE"
+    assert trajectory["feedback"]["value"] == 1.0
+    assert rubric["span_id"] == f"{context.span_id:016x}"
+    assert "cites a source" in rubric["rationale"]
+    criteria = json.loads(rubric["metadata"]["criteria"])
+    assert [(c["id"], c["satisfied"]) for c in criteria] == [
+        ("greets_the_user", True), ("cites_a_source", False)]
+    assert rubric["metadata"]["judge_model"] == judge.model
+    assert processor.health()["sinks"]["mlflow"]["written"] == 2
+    processor.shutdown()
+
+
+def result(score: float) -> ScoreResult:
+    return ScoreResult(run_id="r", scorer="rubric", score=score,
+                       label="pass" if score else "fail", reason=f"scored {score}")
+
+
+def offer(queue: SinkQueue, item: Evaluated) -> None:
+    async def go() -> None:
+        queue.offer(item)
+    submit(go()).result(10)
+
+
+def test_a_result_before_its_trace_lands_and_a_rescore_updates_it(
+        mlflow: tuple[str, str]) -> None:
+    base, experiment = mlflow
+    queue = SinkQueue([MLflowSink(base, experiment=experiment)], retry_s=60)
+    provider = TracerProvider()  # the span is exported after its result was offered
+    with provider.get_tracer("app").start_as_current_span(
+            "invoke_agent early", attributes=genai_attributes(prompt="early")) as agent:
+        context = agent.get_span_context()
+    item = Evaluated(f"{context.trace_id:032x}", f"{context.span_id:016x}", result(0.0))
+    offer(queue, item)
+    assert not queue.flush(1.5)  # no such trace yet: retried
+    assert queue.totals()["mlflow"]["retried"] >= 1
+    exporter(base, experiment).export([agent])  # type: ignore[list-item]
+    assert queue.flush(60)
+    first = assessments(base, item.trace_id, count=1)
+    assert [(a["assessment_name"], a["feedback"]["value"]) for a in first] == [("rubric", 0.0)]
+    offer(queue, Evaluated(item.trace_id, item.span_id, result(1.0)))  # a re-score
+    assert queue.flush(60)
+    again = assessments(base, item.trace_id, count=1)
+    assert [(a["assessment_name"], a["feedback"]["value"]) for a in again] == [("rubric", 1.0)]
+    assert again[0]["assessment_id"] == first[0]["assessment_id"]  # updated, not added
+    assert queue.totals()["mlflow"]["written"] == 2
+    queue.close(1)
