@@ -150,6 +150,8 @@ class Outcome:
                                     call_ids(calls), case.expected.verdicts, analysis.criteria,
                                     strict=False)]
             outcome.judged_pass = result.label == "pass"
+        elif isinstance(analysis, RubricAnalysis) and case.expected.verdicts is None:
+            outcome.judged_pass = result.label == "pass"  # a reviewer labelled the run only
         elif isinstance(analysis, RubricAnalysis):
             assert case.expected.verdicts is not None
             ids = criterion_ids(case.criteria())

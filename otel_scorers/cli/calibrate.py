@@ -32,11 +32,12 @@ __all__ = ["calibrate"]
 
 @click.command()
 @judge_options
-@click.option("--cases", "case_files", multiple=True, metavar="FILE|bundled|agents",
+@click.option("--cases", "case_files", multiple=True, metavar="FILE|bundled|agents|phoenix",
               help="Labelled cases (JSON lines), or corrected `rescore --include-run` output; "
                    "'bundled' is the golden set shipped with the package (the default), "
-                   "'agents' the golden set of the tool-use and faithfulness scorers. "
-                   "Repeatable.")
+                   "'agents' the golden set of the tool-use and faithfulness scorers, "
+                   "'phoenix' the human annotations of OTEL_SCORERS_PHOENIX_PROJECT in "
+                   "OTEL_SCORERS_PHOENIX_ENDPOINT. Repeatable.")
 @click.option("--scorer", "scorer_name",
               type=click.Choice(["rubric", "prompt-alignment", "prompt_alignment", "tool_use",
                                  "tool-use", "faithfulness"]),
@@ -144,6 +145,11 @@ def _cases(case_files: tuple[str, ...], scorer_name: str | None, domains: tuple[
             if spec in ("bundled", "agents"):
                 cases.extend(bundled_cases() if spec == "bundled" else agent_cases())
                 continue
+            if spec == "phoenix":
+                found_here, left_out = _phoenix_cases()
+                cases.extend(found_here)
+                notes.extend(left_out)
+                continue
             found, uncorrected = read_case_file(spec)
             if uncorrected:
                 notes.append(f"{spec}: {uncorrected} rescore line(s) without 'corrected' left "
@@ -165,6 +171,24 @@ def _cases(case_files: tuple[str, ...], scorer_name: str | None, domains: tuple[
     if not cases:
         raise UsageProblem("no cases to judge (check --cases, --scorer and --domain)")
     return cases, notes
+
+
+def _phoenix_cases() -> tuple[list[Any], list[str]]:
+    """Cases from the human annotations in the configured Phoenix (docs/sinks.md)."""
+    from otel_scorers.config import load_settings
+    from otel_scorers.labels import phoenix_cases
+
+    phoenix = load_settings().settings.phoenix
+    if not phoenix.endpoint:
+        raise ConfigError("--cases phoenix reads the human annotations of a Phoenix: set "
+                          "OTEL_SCORERS_PHOENIX_ENDPOINT (and OTEL_SCORERS_PHOENIX_PROJECT)")
+    found, notes = phoenix_cases(phoenix.endpoint, phoenix.project, api_key=(
+        phoenix.api_key.get_secret_value() if phoenix.api_key else None))
+    if not found:
+        raise ConfigError(f"no human annotation in Phoenix project {phoenix.project!r} makes a "
+                          "case (name one after a scorer: rubric, prompt_alignment, "
+                          "faithfulness)" + (f"; {'; '.join(notes)}" if notes else ""))
+    return found, notes
 
 
 def _examples(path: str, max_tokens: int, judge: JudgeClient) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -298,3 +299,54 @@ def test_the_gateway_writes_what_it_scores_into_phoenix(
         "trajectory": 1.0, "faithfulness": 1.0}
     assert found["trajectory"]["annotator_kind"] == "CODE"
     assert found["faithfulness"]["annotator_kind"] == "LLM"
+
+
+def test_calibrate_reads_the_reviewers_labels_from_phoenix(
+        phoenix: str, judge_server: ScriptedJudgeServer, judge: JudgeClient,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from otel_scorers import PromptAlignmentScorer
+    from otel_scorers.cli import main
+
+    judge_server.responder = judge_responder()  # every criterion met, alignment 1.0
+    monkeypatch.setenv("OTEL_SCORERS_PHOENIX_ENDPOINT", phoenix)
+    made: list[ScoringSpanProcessor] = []
+
+    def processor(provider: TracerProvider) -> ScoringSpanProcessor:
+        made.append(ScoringSpanProcessor(
+            [RubricScorer(judge, "- greets the user"), PromptAlignmentScorer(judge)],
+            tracer_provider=provider, events=False))
+        return made[-1]
+
+    good = send_span(phoenix, genai_attributes(prompt="Reviewed one?", answer="Hello! Yes."),
+                     processor)
+    bad = send_span(phoenix, genai_attributes(prompt="Reviewed two?", answer="No."), processor)
+    for each in made:
+        each.shutdown()
+    # the reviewers' verdicts, as Phoenix's UI posts them
+    request = urllib.request.Request(
+        f"{phoenix}/v1/span_annotations", method="POST",
+        headers={"Content-Type": "application/json"}, data=json.dumps({"data": [
+            {"span_id": good, "name": "rubric", "annotator_kind": "HUMAN",
+             "result": {"label": "pass"}, "identifier": "reviewer-1"},
+            {"span_id": bad, "name": "rubric", "annotator_kind": "HUMAN",
+             "result": {"label": "fail", "explanation": "does not greet"},
+             "identifier": "reviewer-1"},
+            {"span_id": good, "name": "prompt_alignment", "annotator_kind": "HUMAN",
+             "result": {"score": 0.9}, "identifier": "reviewer-1"},
+            {"span_id": good, "name": "tool_use", "annotator_kind": "HUMAN",
+             "result": {"label": "pass"}, "identifier": "reviewer-1"}]}).encode())
+    with urllib.request.urlopen(request, timeout=10):
+        pass
+    assert len(annotations(phoenix, good, count=5)) == 5  # 2 of ours, 3 of the reviewer's
+    assert len(annotations(phoenix, bad, count=3)) == 3
+    result = CliRunner().invoke(main, [
+        "calibrate", "--cases", "phoenix", "--model", judge_server.model, "--api-base",
+        judge_server.url, "--api-key", "k", "--json", "-", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout[result.stdout.index("{"):])
+    assert report["cases"] == 3 and report["errors"] == 0
+    assert report["pass_agreement"] == 0.5  # the judge passed the run the reviewer failed
+    assert report["band_hit_rate"] == 1.0 and report["alignment_mae"] == 0.1
+    assert "tool_use: reviewers label runs, not each call" in result.stderr
