@@ -34,7 +34,7 @@ MLFLOW_VERSION := 3.17.2
 FRAMEWORKS_LIVE := agents langgraph llamaindex pydantic_ai smolagents
 FRAMEWORKS_ALL  := $(FRAMEWORKS_LIVE) strands agents_v2 adk
 
-.PHONY: demo test lint bench clean prometheus stack frameworks frameworks-all test-frameworks \
+.PHONY: demo test lint bench clean prometheus stack frameworks frameworks-all test-frameworks screenshots \
 	record-frameworks
 
 $(PY):
@@ -80,6 +80,10 @@ $(MLFLOW_VENV)/.installed: Makefile
 # modules into .stack/ for the integration tests; rebuilt only when their inputs change.
 stack:
 	@collector-config/build-stack.sh
+
+# Screenshots of the results in the Phoenix and MLflow UIs (docs/sinks.md); needs a Chromium.
+screenshots: $(VENV)/.installed-dev $(PHOENIX_VENV)/.installed $(MLFLOW_VENV)/.installed
+	$(PY) tools/screenshots.py docs/images
 
 frameworks:
 	@for name in $(FRAMEWORKS_LIVE); do PYTHON=$(PYTHON) tests/frameworks/build-venv.sh $$name || exit 1; done
