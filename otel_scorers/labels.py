@@ -35,7 +35,7 @@ from otel_scorers.scorers.cases import LabelledCase, band_of, case_from_record
 from otel_scorers.scorers.run import ScorerRun
 from otel_scorers.sinks.base import IDENTIFIER, shown_url
 
-__all__ = ["phoenix_cases"]
+__all__ = ["labelled", "mlflow_cases", "phoenix_cases"]
 
 KINDS = ("rubric", "prompt_alignment", "faithfulness")
 PAGE = 1000
@@ -69,7 +69,7 @@ def phoenix_cases(endpoint: str, project: str = "default", *, api_key: str | Non
 def _case(human: Mapping[str, Any], ours: Mapping[str, Any] | None,
           by_trace: Mapping[str, list[dict[str, Any]]], spans: Sequence[dict[str, Any]]
           ) -> tuple[LabelledCase | None, str | None]:
-    name = human.get("name")
+    name = str(human.get("name"))
     if name not in KINDS:
         return None, (f"{name}: reviewers label runs, not each call" if name == "tool_use"
                       else None)
@@ -77,19 +77,40 @@ def _case(human: Mapping[str, Any], ours: Mapping[str, Any] | None,
     if span is None:
         return None, "the span is not in the project's spans read"
     run = _run(span, by_trace.get(span["context"]["trace_id"], []))
+    result = human.get("result") or {}
+    return labelled(name, run, score=result.get("score"), label=result.get("label"),
+                    explanation=result.get("explanation"),
+                    ident=f"phoenix-{human['span_id']}-{name}",
+                    source=f"phoenix:{human.get('id', '')}",
+                    ours=(ours or {}).get("metadata") or {})
+
+
+def labelled(name: str, run: ScorerRun | None, *, score: Any, label: Any, explanation: Any,
+             ident: str, source: str, ours: Mapping[str, Any]
+             ) -> tuple[LabelledCase | None, str | None]:
+    """The case a reviewer's verdict on ``run`` makes (``ours``: the metadata this project
+    wrote on the same span, for a rubric's criteria and an alignment's mode), or why none."""
+    if name not in KINDS:
+        return None, (f"{name}: reviewers label runs, not each call" if name == "tool_use"
+                      else None)
     if run is None or not run.response.strip():
         return None, "no run could be read from the span"
-    result = human.get("result") or {}
-    score, label = result.get("score"), result.get("label")
     record: dict[str, Any] = {
-        "schema": 1, "id": f"phoenix-{human['span_id']}-{name}", "domain": "phoenix",
-        "scorer": name, "rationale": (result.get("explanation") or "human review in Phoenix"),
-        "source": f"phoenix:{human.get('id', '')}", "run": _case_run(run)}
+        "schema": 1, "id": ident, "domain": source.split(":", 1)[0], "scorer": name,
+        "rationale": str(explanation or "human review"), "source": source,
+        "run": _case_run(run)}
     if name == "rubric":
-        criteria = [c for c in ((ours or {}).get("metadata") or {}).get("criteria", [])
-                    if c.get("description")]
+        criteria = ours.get("criteria")
+        if isinstance(criteria, str):  # MLflow keeps metadata as strings
+            try:
+                criteria = json.loads(criteria)
+            except ValueError:
+                criteria = None
+        criteria = [c for c in criteria or [] if isinstance(c, Mapping) and c.get("description")]
         if not criteria:
-            return None, "rubric: no criteria known (no otel-scorers annotation with them)"
+            return None, "rubric: no criteria known (no otel-scorers result with them)"
+        if isinstance(label, bool):
+            label = "pass" if label else "fail"
         verdict = label if label in ("pass", "fail") else (
             "pass" if isinstance(score, int | float) and score >= 1 else "fail")
         record["options"] = {"criteria": [{"description": c["description"],
@@ -97,16 +118,15 @@ def _case(human: Mapping[str, Any], ours: Mapping[str, Any] | None,
                                           for c in criteria]}
         record["expected"] = {"label": verdict}
     else:
-        if not isinstance(score, int | float) or not 0 <= score <= 1:
+        if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:
             return None, f"{name}: no score between 0 and 1"
         record["expected"] = {"score": float(score), "band": band_of(float(score))}
         if name == "prompt_alignment":
-            mode = ((ours or {}).get("metadata") or {}).get("mode") or "both"
-            record["options"] = {"evaluation_mode": mode}
+            record["options"] = {"evaluation_mode": ours.get("mode") or "both"}
         else:
             record["expected"]["label"] = "pass" if score >= 1 else "fail"
     try:
-        return case_from_record(record, where=f"Phoenix annotation {human.get('id')}"), None
+        return case_from_record(record, where=f"the review {source}"), None
     except ConfigError as exc:
         return None, str(exc)
 
@@ -122,21 +142,25 @@ def _case_run(run: ScorerRun) -> dict[str, Any]:
 
 def _run(span: Mapping[str, Any], trace: Sequence[Mapping[str, Any]]) -> ScorerRun | None:
     """The span's run, read by capture from it and the spans under it in its trace."""
-    children: dict[str, list[Mapping[str, Any]]] = {}
+    try:
+        return _captured(_readable(span), [_readable(s) for s in trace if s is not span])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _captured(span: ReadableSpan, trace: Sequence[ReadableSpan]) -> ScorerRun | None:
+    """The run capture reads for ``span`` from the spans under it in ``trace``."""
+    children: dict[int, list[ReadableSpan]] = {}
     for other in trace:
-        if other.get("parent_id"):
-            children.setdefault(str(other["parent_id"]), []).append(other)
-    under: list[Mapping[str, Any]] = []
-    todo = list(children.get(span["context"]["span_id"], []))
+        if other.parent is not None and other.context is not None:
+            children.setdefault(other.parent.span_id, []).append(other)
+    under: list[ReadableSpan] = []
+    todo = list(children.get(span.context.span_id if span.context else 0, []))
     while todo and len(under) < 2_000:
         node = todo.pop()
         under.append(node)
-        todo.extend(children.get(node["context"]["span_id"], []))
-    try:
-        captured = capture_span(_readable(span), descendants=[_readable(s) for s in under])
-    except (ValueError, KeyError, TypeError):
-        return None
-    return captured.run
+        todo.extend(children.get(node.context.span_id if node.context else 0, []))
+    return capture_span(span, descendants=under).run
 
 
 def _readable(span: Mapping[str, Any]) -> ReadableSpan:
@@ -219,3 +243,119 @@ class _Phoenix:
                 if not cursor:
                     break
         return out
+
+
+def mlflow_cases(tracking_uri: str, experiment: str, *, max_traces: int = 5_000
+                 ) -> tuple[list[LabelledCase], list[str]]:
+    """The cases the human feedback (assessments with source type ``HUMAN``) on the traces of
+    ``experiment`` makes, and notes on what was left out."""
+    client = _MLflow(tracking_uri)
+    notes: dict[str, int] = {}
+    cases: list[LabelledCase] = []
+    for info in client.traces(experiment, max_traces):
+        human = [a for a in info.get("assessments", [])
+                 if a.get("source", {}).get("source_type") == "HUMAN" and "feedback" in a
+                 and a.get("valid", True)]
+        if not human:
+            continue
+        ours = {a.get("assessment_name"): a.get("metadata") or {}
+                for a in info.get("assessments", [])
+                if a.get("source", {}).get("source_id") == IDENTIFIER}
+        spans = client.spans(info["trace_id"])
+        for review in human:
+            name = str(review.get("assessment_name"))
+            span = _span_for(spans, review.get("span_id") or ours_span(info, name))
+            run = None
+            if span is not None:
+                try:
+                    run = _captured(span, spans)
+                except (ValueError, KeyError, TypeError):
+                    run = None
+            value = review["feedback"].get("value")
+            case, why = labelled(
+                name, run, score=value if isinstance(value, int | float) else None,
+                label=value if isinstance(value, str | bool) else None,
+                explanation=review.get("rationale"),
+                ident=f"mlflow-{info['trace_id']}-{name}",
+                source=f"mlflow:{review.get('assessment_id', '')}", ours=ours.get(name, {}))
+            if case is not None:
+                cases.append(case)
+            elif why:
+                notes[why] = notes.get(why, 0) + 1
+    return cases, [f"{count} human assessment(s) left out: {why}"
+                   for why, count in sorted(notes.items())]
+
+
+def ours_span(info: Mapping[str, Any], name: str) -> str | None:
+    """The span this project's assessment of ``name`` is on (a review on the trace only is
+    about the same run)."""
+    for assessment in info.get("assessments", []):
+        if assessment.get("assessment_name") == name and assessment.get(
+                "source", {}).get("source_id") == IDENTIFIER:
+            span_id = assessment.get("span_id")
+            return span_id if isinstance(span_id, str) else None
+    return None
+
+
+def _span_for(spans: Sequence[ReadableSpan], span_id: str | None) -> ReadableSpan | None:
+    if span_id:
+        wanted = int(span_id, 16)
+        return next((s for s in spans if s.context and s.context.span_id == wanted), None)
+    return next((s for s in spans if s.parent is None), None)  # the trace's root
+
+
+class _MLflow:
+    """The few REST calls this needs (search traces, a trace with its spans), bounded."""
+
+    def __init__(self, tracking_uri: str) -> None:
+        if not tracking_uri.startswith(("http://", "https://")):
+            raise ConfigError("the MLflow tracking URI must be an http(s) URL of a tracking "
+                              f"server, got {tracking_uri!r}")
+        self.base = tracking_uri.rstrip("/")
+
+    def call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+        request = urllib.request.Request(
+            self.base + path, method=method, headers={"Content-Type": "application/json"},
+            data=None if body is None else json.dumps(body).encode())
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+                return json.loads(response.read(MAX_ANSWER_BYTES))
+        except urllib.error.HTTPError as exc:
+            raise ConfigError(f"MLflow at {shown_url(self.base)} answered HTTP {exc.code} for "
+                              f"{path.split('?', maxsplit=1)[0]}") from None
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot read from MLflow at {shown_url(self.base)}: "
+                              f"{type(exc).__name__}") from None
+
+    def traces(self, experiment: str, limit: int) -> Iterator[dict[str, Any]]:
+        token, seen = None, 0
+        while seen < limit:
+            body: dict[str, Any] = {"locations": [{"type": "MLFLOW_EXPERIMENT",
+                                                   "mlflow_experiment": {
+                                                       "experiment_id": experiment}}],
+                                    "max_results": min(500, limit - seen)}
+            if token:
+                body["page_token"] = token
+            page = self.call("POST", "/api/3.0/mlflow/traces/search", body)
+            for info in page.get("traces", []):
+                seen += 1
+                yield info
+            token = page.get("next_page_token")
+            if not token or not page.get("traces"):
+                return
+
+    def spans(self, trace_id: str) -> list[ReadableSpan]:
+        """The trace's spans (MLflow returns them as OTLP JSON) as SDK spans."""
+        from google.protobuf import json_format
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        from otel_scorers.otlp.spans import spans_of
+
+        trace = self.call("GET", "/api/3.0/mlflow/traces/get?" + urllib.parse.urlencode(
+            {"trace_id": trace_id})).get("trace", {})
+        request = json_format.ParseDict(
+            {"resource_spans": [{"scope_spans": [{"spans": trace.get("spans", [])}]}]},
+            ExportTraceServiceRequest(), ignore_unknown_fields=True)
+        return list(spans_of(request))

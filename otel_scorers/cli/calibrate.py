@@ -32,12 +32,14 @@ __all__ = ["calibrate"]
 
 @click.command()
 @judge_options
-@click.option("--cases", "case_files", multiple=True, metavar="FILE|bundled|agents|phoenix",
+@click.option("--cases", "case_files", multiple=True,
+              metavar="FILE|bundled|agents|phoenix|mlflow",
               help="Labelled cases (JSON lines), or corrected `rescore --include-run` output; "
                    "'bundled' is the golden set shipped with the package (the default), "
                    "'agents' the golden set of the tool-use and faithfulness scorers, "
                    "'phoenix' the human annotations of OTEL_SCORERS_PHOENIX_PROJECT in "
-                   "OTEL_SCORERS_PHOENIX_ENDPOINT. Repeatable.")
+                   "OTEL_SCORERS_PHOENIX_ENDPOINT, 'mlflow' the human feedback of "
+                   "OTEL_SCORERS_MLFLOW_EXPERIMENT. Repeatable.")
 @click.option("--scorer", "scorer_name",
               type=click.Choice(["rubric", "prompt-alignment", "prompt_alignment", "tool_use",
                                  "tool-use", "faithfulness"]),
@@ -145,8 +147,8 @@ def _cases(case_files: tuple[str, ...], scorer_name: str | None, domains: tuple[
             if spec in ("bundled", "agents"):
                 cases.extend(bundled_cases() if spec == "bundled" else agent_cases())
                 continue
-            if spec == "phoenix":
-                found_here, left_out = _phoenix_cases()
+            if spec in ("phoenix", "mlflow"):
+                found_here, left_out = _reviewed_cases(spec)
                 cases.extend(found_here)
                 notes.extend(left_out)
                 continue
@@ -173,21 +175,32 @@ def _cases(case_files: tuple[str, ...], scorer_name: str | None, domains: tuple[
     return cases, notes
 
 
-def _phoenix_cases() -> tuple[list[Any], list[str]]:
-    """Cases from the human annotations in the configured Phoenix (docs/sinks.md)."""
+def _reviewed_cases(backend: str) -> tuple[list[Any], list[str]]:
+    """Cases from the reviewers' labels in the configured Phoenix or MLflow (docs/sinks.md)."""
     from otel_scorers.config import load_settings
-    from otel_scorers.labels import phoenix_cases
+    from otel_scorers.labels import mlflow_cases, phoenix_cases
 
-    phoenix = load_settings().settings.phoenix
-    if not phoenix.endpoint:
-        raise ConfigError("--cases phoenix reads the human annotations of a Phoenix: set "
-                          "OTEL_SCORERS_PHOENIX_ENDPOINT (and OTEL_SCORERS_PHOENIX_PROJECT)")
-    found, notes = phoenix_cases(phoenix.endpoint, phoenix.project, api_key=(
-        phoenix.api_key.get_secret_value() if phoenix.api_key else None))
+    settings = load_settings().settings
+    if backend == "phoenix":
+        phoenix = settings.phoenix
+        if not phoenix.endpoint:
+            raise ConfigError("--cases phoenix reads the human annotations of a Phoenix: set "
+                              "OTEL_SCORERS_PHOENIX_ENDPOINT (and OTEL_SCORERS_PHOENIX_PROJECT)")
+        found, notes = phoenix_cases(phoenix.endpoint, phoenix.project, api_key=(
+            phoenix.api_key.get_secret_value() if phoenix.api_key else None))
+        where = f"Phoenix project {phoenix.project!r}"
+    else:
+        mlflow = settings.mlflow
+        if not mlflow.tracking_uri or not mlflow.experiment:
+            raise ConfigError("--cases mlflow reads the human feedback of an MLflow experiment: "
+                              "set OTEL_SCORERS_MLFLOW_TRACKING_URI and "
+                              "OTEL_SCORERS_MLFLOW_EXPERIMENT (its id)")
+        found, notes = mlflow_cases(mlflow.tracking_uri, mlflow.experiment)
+        where = f"MLflow experiment {mlflow.experiment!r}"
     if not found:
-        raise ConfigError(f"no human annotation in Phoenix project {phoenix.project!r} makes a "
-                          "case (name one after a scorer: rubric, prompt_alignment, "
-                          "faithfulness)" + (f"; {'; '.join(notes)}" if notes else ""))
+        raise ConfigError(f"no human label in {where} makes a case (name it after a scorer: "
+                          "rubric, prompt_alignment, faithfulness)"
+                          + (f"; {'; '.join(notes)}" if notes else ""))
     return found, notes
 
 

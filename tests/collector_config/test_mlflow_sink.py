@@ -179,3 +179,48 @@ def test_a_result_before_its_trace_lands_and_a_rescore_updates_it(
     assert again[0]["assessment_id"] == first[0]["assessment_id"]  # updated, not added
     assert queue.totals()["mlflow"]["written"] == 2
     queue.close(1)
+
+
+def test_calibrate_reads_the_reviewers_feedback_from_mlflow(
+        mlflow: tuple[str, str], judge_server: ScriptedJudgeServer, judge: JudgeClient,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from otel_scorers import PromptAlignmentScorer
+    from otel_scorers.cli import main
+
+    base, _ = mlflow
+    experiment = call(base, "POST", "/api/2.0/mlflow/experiments/create",
+                      {"name": "reviewed"})["experiment_id"]
+    judge_server.responder = judge_responder()  # every criterion met, alignment 1.0
+    monkeypatch.setenv("OTEL_SCORERS_MLFLOW_TRACKING_URI", base)
+    monkeypatch.setenv("OTEL_SCORERS_MLFLOW_EXPERIMENT", experiment)
+    traces = []
+    for prompt, answer in (("Reviewed one?", "Hello! Yes."), ("Reviewed two?", "No.")):
+        provider = TracerProvider()
+        processor = ScoringSpanProcessor(
+            [RubricScorer(judge, "- greets the user"), PromptAlignmentScorer(judge)],
+            tracer_provider=provider, events=False)
+        provider.add_span_processor(processor)
+        provider.add_span_processor(SimpleSpanProcessor(exporter(base, experiment)))
+        with provider.get_tracer("app").start_as_current_span(
+                "invoke_agent support-bot", attributes=genai_attributes(
+                    prompt=prompt, answer=answer)) as agent:
+            traces.append(f"tr-{agent.get_span_context().trace_id:032x}")
+        assert processor.force_flush(60_000)
+        processor.shutdown()
+        provider.shutdown()
+    assert all(len(assessments(base, t[3:], count=2)) == 2 for t in traces)
+    for trace, name, value in ((traces[0], "rubric", "pass"), (traces[1], "rubric", "fail"),
+                               (traces[0], "prompt_alignment", 0.9)):
+        call(base, "POST", f"/api/3.0/mlflow/traces/{trace}/assessments", {"assessment": {
+            "assessment_name": name, "trace_id": trace, "feedback": {"value": value},
+            "source": {"source_type": "HUMAN", "source_id": "reviewer@example.com"}}})
+    result = CliRunner().invoke(main, [
+        "calibrate", "--cases", "mlflow", "--model", judge_server.model, "--api-base",
+        judge_server.url, "--api-key", "k", "--json", "-", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout[result.stdout.index("{"):])
+    assert report["cases"] == 3 and report["errors"] == 0
+    assert report["pass_agreement"] == 0.5
+    assert report["band_hit_rate"] == 1.0 and report["alignment_mae"] == 0.1
