@@ -350,3 +350,42 @@ def test_calibrate_reads_the_reviewers_labels_from_phoenix(
     assert report["pass_agreement"] == 0.5  # the judge passed the run the reviewer failed
     assert report["band_hit_rate"] == 1.0 and report["alignment_mae"] == 0.1
     assert "tool_use: reviewers label runs, not each call" in result.stderr
+
+
+def test_phoenix_down_mid_run_loses_nothing_else_and_gets_the_results_once_back_up(
+        judge_server: ScriptedJudgeServer, judge: JudgeClient,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    judge_server.responder = judge_responder()
+    port = free_port()
+    monkeypatch.setenv("OTEL_SCORERS_PHOENIX_ENDPOINT", f"http://127.0.0.1:{port}")
+    provider = TracerProvider()
+    processor = ScoringSpanProcessor([RubricScorer(judge, "- greets the user")],
+                                     tracer_provider=provider, events=False)
+    provider.add_span_processor(processor)
+    kept = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(kept))
+    tracer = provider.get_tracer("app")
+    agents = []
+    for i in range(3):  # Phoenix is down while these are judged
+        with tracer.start_as_current_span("invoke_agent support-bot", attributes=genai_attributes(
+                prompt=f"down {i}")) as agent:
+            agents.append(agent)
+    assert not processor.force_flush(3_000)  # the results wait for Phoenix, retried
+    assert len([s for s in kept.get_finished_spans() if s.name.startswith("invoke_agent")]) == 3
+    assert len([s for s in kept.get_finished_spans() if s.name.startswith("gen_ai.evaluation")]) \
+        == 3  # the evaluation spans went out as ever
+    assert processor.health()["sinks"]["phoenix"]["retried"] >= 1
+    with running_phoenix(port) as base:
+        OTLPSpanExporter(endpoint=f"{base}/v1/traces").export(agents)  # type: ignore[arg-type]
+        assert processor.force_flush(60_000)
+        for agent in agents:
+            span_id = f"{agent.get_span_context().span_id:016x}"
+            assert [a["name"] for a in annotations(base, span_id, count=1)] == ["rubric"]
+            assert len(annotations(base, span_id, count=2, timeout_s=1)) == 1
+    totals = processor.health()["sinks"]["phoenix"]
+    assert totals["written"] == 3 and "dropped" not in totals
+    processor.shutdown()
+    provider.shutdown()
