@@ -186,8 +186,12 @@ def _reviewed_cases(backend: str) -> tuple[list[Any], list[str]]:
         if not phoenix.endpoint:
             raise ConfigError("--cases phoenix reads the human annotations of a Phoenix: set "
                               "OTEL_SCORERS_PHOENIX_ENDPOINT (and OTEL_SCORERS_PHOENIX_PROJECT)")
-        found, notes = phoenix_cases(phoenix.endpoint, phoenix.project, api_key=(
-            phoenix.api_key.get_secret_value() if phoenix.api_key else None))
+        try:
+            found, notes = phoenix_cases(phoenix.endpoint, phoenix.project, api_key=(
+                phoenix.api_key.get_secret_value() if phoenix.api_key else None))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ConfigError(f"Phoenix answered something unexpected ({type(exc).__name__})"
+                              ) from None
         where = f"Phoenix project {phoenix.project!r}"
     else:
         mlflow = settings.mlflow
@@ -195,7 +199,11 @@ def _reviewed_cases(backend: str) -> tuple[list[Any], list[str]]:
             raise ConfigError("--cases mlflow reads the human feedback of an MLflow experiment: "
                               "set OTEL_SCORERS_MLFLOW_TRACKING_URI and "
                               "OTEL_SCORERS_MLFLOW_EXPERIMENT (its id)")
-        found, notes = mlflow_cases(mlflow.tracking_uri, mlflow.experiment)
+        try:
+            found, notes = mlflow_cases(mlflow.tracking_uri, mlflow.experiment)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ConfigError(f"MLflow answered something unexpected ({type(exc).__name__})"
+                              ) from None
         where = f"MLflow experiment {mlflow.experiment!r}"
     if not found:
         raise ConfigError(f"no human label in {where} makes a case (name it after a scorer: "

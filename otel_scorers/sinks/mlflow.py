@@ -15,6 +15,7 @@ the span is usually exported while, or after, it is judged.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +27,8 @@ from otel_scorers.sinks.base import IDENTIFIER, Evaluated, SinkError, metadata_o
 
 __all__ = ["MLflowSink"]
 
+#: What an assessment id may be (MLflow's are ``a-<32 hex>``).
+_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 MAX_BATCH = 20
 REQUEST_TIMEOUT_S = 10.0
 MAX_ANSWER_BYTES = 1_048_576  # a trace's info with its assessments; more is not an answer
@@ -81,7 +84,10 @@ class MLflowSink:
         if existing is None:
             await self._call(session, "POST", f"{base}/assessments", {"assessment": body})
             return
-        ident = existing["assessment_id"]
+        ident = existing.get("assessment_id")
+        if not isinstance(ident, str) or not _ID.fullmatch(ident):  # it goes into a URL path
+            raise SinkError(f"MLflow at {shown_url(self.tracking_uri)} answered an assessment "
+                            "id that is not one", retryable=False, reason="invalid_response")
         body["assessment_id"] = ident
         mask = ",".join(key for key in ("feedback", "rationale", "metadata") if key in body)
         await self._call(session, "PATCH", f"{base}/assessments/{ident}",
