@@ -637,25 +637,32 @@ def bench_code_scorers(quick: bool) -> None:
     shape = {"input": "How do I reset my password?", "output": "Open Settings > Security.",
              "steps": steps}
     run = ScorerRun.coerce(shape)
+    iterations = 2_000 if quick else 20_000
+    batch = iterations // 5
+    # A fresh copy of the run for every call: a run caches what it derives from its steps
+    # (its tool calls, its acts), and live scoring scores each run once, so reusing one run
+    # would time the cache, not the scorer. Copies are made before any scorer touches it.
+    fresh = [run.model_copy() for _ in range(batch * 8)]
+    runs = iter(fresh)
     scorers: dict[str, Callable[[], object]] = {}
     trajectory = TrajectoryScorer(["search", "lookup", {"name": "kb"}], max_steps=20,
                                   max_total_tokens=5000, blacklist=["delete_all"])
-    scorers["trajectory"] = lambda: trajectory.decide(run)
+    scorers["trajectory"] = lambda: trajectory.decide(next(runs))
     checks = ChecksScorer(["called_tool lookup", "did_not_call delete_all",
                            "tool_order search, lookup", "max_tool_calls 10", "no_tool_errors",
                            "no_loops 3", "includes settings", r"matches Settings > \w+"])
-    scorers["checks_8"] = lambda: checks.decide(run)
+    scorers["checks_8"] = lambda: checks.decide(next(runs))
     rubric = RubricScorer("openai/unused", "check: called_tool lookup\ncheck: no_tool_errors",
                           api_key="k", api_base="http://127.0.0.1:9")
-    scorers["rubric_of_checks"] = lambda: rubric.ask(run)
-    iterations = 2_000 if quick else 20_000
-    build = min(time_batch(lambda: ScorerRun.coerce(shape), iterations // 5)[1] for _ in range(7))
+    scorers["rubric_of_checks"] = lambda: rubric.ask(next(runs))
+    build = min(time_batch(lambda: ScorerRun.coerce(shape), batch)[1] for _ in range(7))
     for name, decide in scorers.items():
+        runs = iter(fresh)
         for _ in range(200):
             decide()
         # the least of 7 batches: what the code costs when the machine lets it run (this
         # figure is CPU time, but a busy shared machine still inflates it, never deflates it)
-        cpu = min(time_batch(decide, iterations // 5)[1] for _ in range(7))
+        cpu = min(time_batch(decide, batch)[1] for _ in range(7))
         figure(f"code_scorer_us_per_run_{name}", round(cpu * 1e6, 1))
         figure(f"code_scorer_cost_ratio_{name}", round(cpu / build, 3))
 

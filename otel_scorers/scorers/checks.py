@@ -69,8 +69,8 @@ class Check:
         return TESTS[self.kind](run, *self.args)
 
 
-def _tools(run: ScorerRun) -> list[str]:
-    return [step.name for step in run.tool_steps]
+def _tools(run: ScorerRun) -> tuple[str, ...]:
+    return run.tool_names
 
 
 def _slug(text: str) -> str:
@@ -168,7 +168,11 @@ def no_loops(times: int = 3) -> Check:
 
 def _no_loops(run: ScorerRun, times: int) -> Verdict:
     tools = run.tool_steps
-    often = {name for name, count in Counter(s.name for s in tools).items() if count >= times}
+    if len(tools) < times:
+        return True, f"no identical call repeated {times} times"
+    often = {name for name, count in Counter(run.tool_names).items() if count >= times}
+    if not often:
+        return True, f"no identical call repeated {times} times"
     counts = Counter(call_key(step) for step in tools if step.name in often)
     loops = [(key[0], count) for key, count in counts.items() if count >= times]
     if not loops:

@@ -101,6 +101,17 @@ class ScorerRun(BaseModel):
         """The tool executions, in order."""
         return tuple(step for step in self.steps if step.kind == "tool")
 
+    @functools.cached_property
+    def tool_names(self) -> tuple[str, ...]:
+        """The names of the tools executed, in order (a tool called twice appears twice)."""
+        return tuple(step.name for step in self.tool_steps)
+
+    @functools.cached_property
+    def acts(self) -> tuple[Step, ...]:
+        """The steps that acted in the world (tool calls, retrievals, handoffs), in order:
+        what a trajectory is made of (LLM calls are not steps of it)."""
+        return tuple(step for step in self.steps if step.kind != "llm")
+
     @property
     def response(self) -> str:
         """The agent's final answer: the last assistant output message (else the last one)."""

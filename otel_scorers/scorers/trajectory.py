@@ -32,7 +32,6 @@ recorded no tool, retrieval or LLM call) is skipped with ``no_steps``, never sco
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -214,6 +213,8 @@ class TrajectoryScorer(BaseScorer):
 
     def resolve(self, run: ScorerRun) -> Expectation:
         """The scorer's expectation, with a run's own ``expected_trajectory`` over it."""
+        if not (run.request_context or run.additional_context or run.input_data):
+            return self.expectation
         for source, values in (("request_context", run.request_context),
                                ("additional_context", run.additional_context),
                                ("input", run.input_data)):
@@ -237,40 +238,47 @@ class TrajectoryScorer(BaseScorer):
         if not run.steps:
             return no_steps_result(self.name, self.scale, run)
         want = self.resolve(run)
-        acts = [step for step in run.steps if step.acts]
+        acts = run.acts
+        names = [step.name for step in acts]
         parts: list[CriterionVerdict] = []
         counted: dict[str, Any] = {}
         if want.steps:
-            parts.append(_accuracy(acts, want, counted))
+            parts.append(_accuracy(acts, names, want, counted))
         if (want.max_steps is not None or want.max_total_tokens is not None
                 or want.max_duration_s is not None or want.no_redundant_calls):
             parts.append(_efficiency(run.steps, acts, want, counted))
-        failures = _tool_failures(acts, want.max_retries_per_tool)
+        failures = _tool_failures(run.tool_steps, want.max_retries_per_tool)
         if failures is not None:
             parts.append(failures)
         if want.blacklist or want.blacklisted_sequences:
-            parts.append(_blacklist(acts, want))
-        return self._result(run, acts, parts, counted)
+            parts.append(_blacklist(names, want))
+        return self._result(run, names, parts, counted)
 
-    def _result(self, run: ScorerRun, acts: Sequence[Step], parts: list[CriterionVerdict],
+    def _result(self, run: ScorerRun, names: Sequence[str], parts: list[CriterionVerdict],
                 counted: dict[str, Any]) -> ScoreResult:
-        blacklisted = any(p.id == "blacklist" and not p.satisfied for p in parts)
-        total = sum(WEIGHTS[p.id] for p in parts)
-        level = 0.0 if blacklisted else (
-            sum(WEIGHTS[p.id] * (p.score or 0.0) for p in parts) / total if total else 1.0)
-        level = round(level, 2)
+        blacklisted = False
+        total = weighted = 0.0
+        unmet = 0
+        for part in parts:
+            weight = WEIGHTS[part.id]
+            total += weight
+            weighted += weight * (part.score or 0.0)
+            if not part.satisfied:
+                unmet += 1
+                blacklisted = blacklisted or part.id == "blacklist"
+        level = 0.0 if blacklisted else round(weighted / total if total else 1.0, 2)
         passed = level >= self.pass_threshold
-        tools = [step for step in acts if step.kind == "tool"]
+        tools = run.tool_steps
         analysis = TrajectoryAnalysis(
-            criteria=tuple(parts), required_unmet=sum(1 for p in parts if not p.satisfied),
-            steps=tuple(step.name for step in acts),
-            tool_calls=len(tools), tool_errors=sum(1 for step in tools if step.failed),
+            criteria=tuple(parts), required_unmet=unmet, steps=tuple(names),
+            tool_calls=len(tools), tool_errors=sum(1 for step in tools if step.error is not None),
             **counted)
-        head = (f"Trajectory score {level:.2f}" + (" (a blacklisted tool was used: 0)"
-                                                    if blacklisted else "")
-                + f" over {len(acts)} step(s): {_names(acts)}.")
-        lines = [head, *(f"- [{'PASS' if p.satisfied else 'FAIL'}] {p.id} {p.score:.2f}"
-                         f" (weight {WEIGHTS[p.id]:g}): {p.reasoning}" for p in parts)]
+        lines = [f"Trajectory score {level:.2f}"
+                 + (" (a blacklisted tool was used: 0)" if blacklisted else "")
+                 + f" over {len(names)} step(s): {_names(names)}."]
+        for p in parts:
+            lines.append(f"- [{'PASS' if p.satisfied else 'FAIL'}] {p.id} {p.score:.2f} "
+                         f"(weight {WEIGHTS[p.id]:g}): {p.reasoning}")
         if not parts:
             lines.append("Nothing to check: no expected steps, budgets or blacklist set.")
         return ScoreResult(
@@ -282,10 +290,9 @@ class TrajectoryScorer(BaseScorer):
         return f"TrajectoryScorer(name={self.name!r}, expected={len(self.expectation.steps)})"
 
 
-def _names(steps: Sequence[Step], limit: int = 12) -> str:
-    names = [step.name for step in steps[:limit]]
-    more = f" ... ({len(steps)} in all)" if len(steps) > limit else ""
-    return (" → ".join(names) or "none") + more
+def _names(names: Sequence[str], limit: int = 12) -> str:
+    more = f" ... ({len(names)} in all)" if len(names) > limit else ""
+    return (" → ".join(names[:limit]) or "none") + more
 
 
 def _part(ident: str, score: float, description: str, reasoning: str) -> CriterionVerdict:
@@ -294,43 +301,53 @@ def _part(ident: str, score: float, description: str, reasoning: str) -> Criteri
                             satisfied=score >= 1.0, reasoning=reasoning, score=score)
 
 
-def _accuracy(acts: Sequence[Step], want: Expectation, counted: dict[str, Any]
-              ) -> CriterionVerdict:
+def _first_match(step: ExpectedStep, acts: Sequence[Step], names: Sequence[str], start: int,
+                 used: list[bool] | None = None) -> int:
+    """The index of the first act from ``start`` that ``step`` matches (and, with ``used``,
+    that no other expected step took), or -1."""
+    name = step.name
+    for j in range(start, len(acts)):
+        if names[j] == name and (used is None or not used[j]) and step.matches(acts[j]):
+            return j
+    return -1
+
+
+def _accuracy(acts: Sequence[Step], names: Sequence[str], want: Expectation,
+              counted: dict[str, Any]) -> CriterionVerdict:
     expected = want.steps
-    matched, used = 0, [False] * len(acts)
+    matched = 0
     out_of_order: list[str] = []
-    names = [step.name for step in acts]
     expected_names = {step.name for step in expected}
     if want.ordering == "strict":
         for i in range(min(len(acts), len(expected))):
             if expected[i].matches(acts[i]):
                 matched += 1
-            elif acts[i].name in expected_names:
-                out_of_order.append(acts[i].name)
+            elif names[i] in expected_names:
+                out_of_order.append(names[i])
     elif want.ordering == "relaxed":
         last = -1
         for step in expected:
-            hit = next((j for j in range(last + 1, len(acts))
-                        if names[j] == step.name and step.matches(acts[j])), None)
-            if hit is None:
+            hit = _first_match(step, acts, names, last + 1)
+            if hit < 0:
                 if step.name in names:
                     out_of_order.append(step.name)
             else:
-                matched, last, used[hit] = matched + 1, hit, True
+                matched, last = matched + 1, hit
     else:
+        used = [False] * len(acts)
         for step in expected:
-            hit = next((j for j in range(len(acts)) if not used[j] and step.matches(acts[j])),
-                       None)
-            if hit is not None:
+            hit = _first_match(step, acts, names, 0, used)
+            if hit >= 0:
                 matched, used[hit] = matched + 1, True
     score = matched / len(expected)
     extra = max(0, len(acts) - len(expected))
     if want.ordering == "strict" and extra:
         score -= 0.5 * extra / len(expected)
-    repeated = sorted(name for name, count in Counter(names).items() if count > 1)
+    repeated: list[str] = []
     if not want.allow_repeated_steps:
+        repeated = sorted(name for name, count in Counter(names).items() if count > 1)
         score -= 0.1 * len(repeated)
-    missing = _missing(expected, acts) if matched < len(expected) else []
+    missing = _missing(expected, acts, names) if matched < len(expected) else []
     counted.update(missing_steps=tuple(missing),
                    extra_steps=tuple(n for n in names if n not in expected_names),
                    out_of_order_steps=tuple(out_of_order))
@@ -341,7 +358,7 @@ def _accuracy(acts: Sequence[Step], want: Expectation, counted: dict[str, Any]
         reasoning += "; out of order: " + ", ".join(out_of_order[:8])
     if want.ordering == "strict" and extra:
         reasoning += f"; {extra} extra step(s)"
-    if repeated and not want.allow_repeated_steps:
+    if repeated:
         reasoning += "; repeated: " + ", ".join(repeated[:8])
     return _part("accuracy", score, _described(tuple(s.name for s in expected), want.ordering),
                  reasoning)
@@ -353,13 +370,14 @@ def _described(names: tuple[str, ...], ordering: str) -> str:
     return f"expected steps {arrow.join(names)} ({ordering} order)"
 
 
-def _missing(expected: Sequence[ExpectedStep], acts: Sequence[Step]) -> list[str]:
+def _missing(expected: Sequence[ExpectedStep], acts: Sequence[Step], names: Sequence[str]
+             ) -> list[str]:
     """Expected steps with no match anywhere in the trajectory (for the reason)."""
     used = [False] * len(acts)
     missing = []
     for step in expected:
-        hit = next((j for j in range(len(acts)) if not used[j] and step.matches(acts[j])), None)
-        if hit is None:
+        hit = _first_match(step, acts, names, 0, used)
+        if hit < 0:
             missing.append(step.name)
         else:
             used[hit] = True
@@ -372,12 +390,18 @@ def _efficiency(steps: Sequence[Step], acts: Sequence[Step], want: Expectation,
     for step in steps:
         if step.kind == "llm":
             tokens += (step.input_tokens or 0) + (step.output_tokens or 0)
-        if step.start_ns and (not first or step.start_ns < first):
-            first = step.start_ns
+        start = step.start_ns
+        if start and (not first or start < first):
+            first = start
         last = max(last, step.end_ns)
     duration = (last - first) / 1e9 if first and last else 0.0
-    redundant = sum(1 for before, after in itertools.pairwise(acts)
-                    if before.kind == after.kind == "tool" and same_call(before, after))
+    redundant = 0
+    before = None
+    for after in acts:
+        if (before is not None and before.kind == after.kind == "tool"
+                and same_call(before, after)):
+            redundant += 1
+        before = after
     counted.update(redundant_calls=redundant, total_tokens=tokens,
                    duration_s=round(duration, 3))
     scores: list[float] = []
@@ -399,10 +423,9 @@ def _efficiency(steps: Sequence[Step], acts: Sequence[Step], want: Expectation,
     return _part("efficiency", sum(scores) / len(scores), ", ".join(wanted), "; ".join(notes))
 
 
-def _tool_failures(acts: Sequence[Step], max_retries: int) -> CriterionVerdict | None:
+def _tool_failures(tools: Sequence[Step], max_retries: int) -> CriterionVerdict | None:
     """Retry patterns (a failed call followed by another call of the same tool), scored only
     when there is one (Mastra); ``None`` when the run has none."""
-    tools = [step for step in acts if step.kind == "tool"]
     if not any(step.error is not None for step in tools):
         return None  # no failure, so no retry pattern
     patterns: list[tuple[str, int, bool]] = []
@@ -428,8 +451,7 @@ def _tool_failures(acts: Sequence[Step], max_retries: int) -> CriterionVerdict |
                  f"{failed} failed call(s): {detail}")
 
 
-def _blacklist(acts: Sequence[Step], want: Expectation) -> CriterionVerdict:
-    names = [step.name for step in acts]
+def _blacklist(names: Sequence[str], want: Expectation) -> CriterionVerdict:
     tools = sorted(set(names).intersection(want.blacklist))
     sequences = [seq for seq in want.blacklisted_sequences if seq and any(
         tuple(names[i:i + len(seq)]) == tuple(seq) for i in range(len(names) - len(seq) + 1))]
@@ -437,4 +459,3 @@ def _blacklist(acts: Sequence[Step], want: Expectation) -> CriterionVerdict:
     reasoning = ("used: " + ", ".join([*tools, *(" → ".join(s) for s in sequences)])
                  if violated else "no blacklisted tool or sequence used")
     return _part("blacklist", 0.0 if violated else 1.0, "uses no blacklisted tool", reasoning)
-

@@ -3,15 +3,12 @@
 (``x-mlflow-experiment-id``), and each scored result becomes a Feedback assessment on trace
 ``tr-<trace id>``, on the evaluated span, with name, value, rationale, source and label; a
 re-score updates it (no second one); a result judged before its trace was ingested lands once
-the trace arrives."""
+the trace arrives; a server stopped mid-run and started again on the same data gets each result
+once."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -32,54 +29,18 @@ from otel_scorers.pipeline import ScoringSpanProcessor
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.sinks import Evaluated, MLflowSink, SinkQueue
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
-from tests.support import free_port, genai_attributes, wait_until_up
+from tests.backends import call, running_mlflow
+from tests.support import free_port, genai_attributes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def mlflow_binary() -> str:
-    path = os.environ.get("OTEL_SCORERS_MLFLOW") or str(ROOT / ".venv-mlflow/bin/mlflow")
-    if not Path(path).exists():
-        pytest.fail(f"MLflow is missing at {path}: `make test` installs it into .venv-mlflow")
-    return path
-
-
-def call(base: str, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    request = urllib.request.Request(
-        base + path, method=method, headers={"Content-Type": "application/json"},
-        data=None if body is None else json.dumps(body).encode())
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read() or b"{}")
-
 
 @pytest.fixture(scope="module")
 def mlflow() -> Iterator[tuple[str, str]]:
     """A tracking server and the id of an experiment for the app's traces."""
-    port = free_port()
-    work = tempfile.mkdtemp(prefix="otel-scorers-mlflow-")
-    log = Path(work) / "mlflow.log"
-    process = subprocess.Popen(
-        [mlflow_binary(), "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{work}/mlflow.db",
-         "--default-artifact-root", f"{work}/artifacts"],
-        env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1"},
-        stdout=log.open("w"), stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_up(f"{base}/health", process, timeout_s=120,
-                      output=lambda: log.read_text()[-3000:])
+    with running_mlflow() as base:
         experiment = call(base, "POST", "/api/2.0/mlflow/experiments/create",
                           {"name": "support-app"})["experiment_id"]
         yield base, experiment
-    finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def assessments(base: str, trace_id: str, *, count: int, timeout_s: float = 30
@@ -224,3 +185,57 @@ def test_calibrate_reads_the_reviewers_feedback_from_mlflow(
     assert report["cases"] == 3 and report["errors"] == 0
     assert report["pass_agreement"] == 0.5
     assert report["band_hit_rate"] == 1.0 and report["alignment_mae"] == 0.1
+
+
+def test_mlflow_stopped_mid_run_then_restarted_loses_nothing_and_writes_each_result_once(
+        judge_server: ScriptedJudgeServer, judge: JudgeClient, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tracking server up (assessments written), stopped while more runs are judged (the
+    app's spans and evaluation spans go out as ever, results retried), started again on the
+    same database and port: one assessment per result, none duplicated."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    judge_server.responder = judge_responder()
+    port, work = free_port(), str(tmp_path)  # the restarted server keeps its SQLite store
+    provider = TracerProvider()
+    kept = InMemorySpanExporter()
+    tracer = provider.get_tracer("app")
+
+    def judged(prompt: str) -> Any:
+        with tracer.start_as_current_span("invoke_agent support-bot",
+                                          attributes=genai_attributes(prompt=prompt)) as agent:
+            return agent
+
+    def traces(spans: list[Any]) -> list[str]:
+        return [f"{span.get_span_context().trace_id:032x}" for span in spans]
+
+    with running_mlflow(port, work=work) as base:
+        experiment = call(base, "POST", "/api/2.0/mlflow/experiments/create",
+                          {"name": "restarted"})["experiment_id"]
+        monkeypatch.setenv("OTEL_SCORERS_MLFLOW_TRACKING_URI", base)
+        monkeypatch.setenv("OTEL_SCORERS_MLFLOW_EXPERIMENT", experiment)
+        processor = ScoringSpanProcessor([RubricScorer(judge, "- greets the user")],
+                                         tracer_provider=provider, events=False)
+        provider.add_span_processor(processor)
+        provider.add_span_processor(SimpleSpanProcessor(kept))
+        before = [judged(f"up {i}") for i in range(2)]
+        exporter(base, experiment).export(before)
+        assert processor.force_flush(60_000)
+        assert all(len(assessments(base, trace, count=1)) == 1 for trace in traces(before))
+    during = [judged(f"down {i}") for i in range(3)]  # the server is stopped now
+    assert not processor.force_flush(3_000)  # the results wait for it, retried
+    names = [span.name for span in kept.get_finished_spans()]
+    assert names.count("invoke_agent support-bot") == 5
+    assert names.count("gen_ai.evaluation rubric") == 5  # evaluation spans went out as ever
+    assert processor.health()["sinks"]["mlflow"]["retried"] >= 1
+    with running_mlflow(port, work=work) as base:
+        exporter(base, experiment).export(during)
+        assert processor.force_flush(90_000)
+        for trace in traces(before + during):
+            found = assessments(base, trace, count=1)
+            assert [a["assessment_name"] for a in found] == ["rubric"], found
+            assert len(assessments(base, trace, count=2, timeout_s=1)) == 1
+    totals = processor.health()["sinks"]["mlflow"]
+    assert totals["written"] == 5 and "dropped" not in totals
+    processor.shutdown()
+    provider.shutdown()

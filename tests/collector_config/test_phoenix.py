@@ -6,14 +6,8 @@ scores, labels and per-criterion attributes."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,47 +20,14 @@ from otel_scorers import PromptAlignmentScorer, RubricScorer
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.pipeline import ScoringSpanProcessor
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
-from tests.support import free_port, wait_until_up
+from tests.backends import get, running_phoenix
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def phoenix_binary() -> str:
-    path = os.environ.get("OTEL_SCORERS_PHOENIX") or str(ROOT / ".venv-phoenix/bin/phoenix")
-    if not Path(path).exists():
-        pytest.fail(f"Phoenix is missing at {path}: `make test` installs it into .venv-phoenix")
-    return path
-
-
-def get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.loads(response.read())
-
-
 @pytest.fixture(scope="module")
 def phoenix() -> Iterator[str]:
-    port, grpc_port = free_port(), free_port()
-    work = tempfile.mkdtemp(prefix="otel-scorers-phoenix-")
-    env = {**os.environ, "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(port),
-           "PHOENIX_GRPC_PORT": str(grpc_port), "PHOENIX_WORKING_DIR": work,
-           "PHOENIX_TELEMETRY_ENABLED": "false", "DO_NOT_TRACK": "1"}
-    log = Path(work) / "phoenix.log"  # a file, not a pipe: Phoenix logs a lot, unread pipes block
-    process = subprocess.Popen([phoenix_binary(), "serve"], env=env,
-                               stdout=log.open("w"), stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_up(f"{base}/healthz", process, timeout_s=120,
-                      output=lambda: log.read_text()[-3000:])
+    with running_phoenix() as base:
         yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def test_evaluations_show_up_in_phoenix(phoenix: str, judge_server: ScriptedJudgeServer,

@@ -6,16 +6,11 @@ before its span arrived still lands; a Phoenix that is down, then up, gets each 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,38 +27,15 @@ from otel_scorers.pipeline import ScoringSpanProcessor
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.sinks import Evaluated, PhoenixSink, SinkQueue
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
-from tests.collector_config.test_phoenix import get, phoenix_binary
-from tests.support import free_port, genai_attributes, wait_until_up
+from tests.backends import get, running_phoenix
+from tests.support import free_port, genai_attributes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
-@contextmanager
-def running_phoenix(port: int) -> Iterator[str]:
-    work = tempfile.mkdtemp(prefix="otel-scorers-phoenix-")
-    env = {**os.environ, "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(port),
-           "PHOENIX_GRPC_PORT": str(free_port()), "PHOENIX_WORKING_DIR": work,
-           "PHOENIX_TELEMETRY_ENABLED": "false", "DO_NOT_TRACK": "1"}
-    log = Path(work) / "phoenix.log"
-    process = subprocess.Popen([phoenix_binary(), "serve"], env=env, stdout=log.open("w"),
-                               stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_up(f"{base}/healthz", process, timeout_s=120,
-                      output=lambda: log.read_text()[-3000:])
-        yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        shutil.rmtree(work, ignore_errors=True)
-
-
 @pytest.fixture(scope="module")
 def phoenix() -> Iterator[str]:
-    with running_phoenix(free_port()) as base:
+    with running_phoenix() as base:
         yield base
 
 
@@ -352,14 +324,17 @@ def test_calibrate_reads_the_reviewers_labels_from_phoenix(
     assert "tool_use: reviewers label runs, not each call" in result.stderr
 
 
-def test_phoenix_down_mid_run_loses_nothing_else_and_gets_the_results_once_back_up(
-        judge_server: ScriptedJudgeServer, judge: JudgeClient,
+def test_phoenix_stopped_mid_run_then_restarted_loses_nothing_and_writes_each_result_once(
+        judge_server: ScriptedJudgeServer, judge: JudgeClient, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Phoenix up (results written), stopped while more runs are judged (the app's spans and
+    evaluation spans go out as ever, results retried), started again on the same data and
+    port: every result is there once, the ones written before the stop not duplicated."""
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     judge_server.responder = judge_responder()
-    port = free_port()
+    port, work = free_port(), str(tmp_path)  # the restarted Phoenix keeps its database
     monkeypatch.setenv("OTEL_SCORERS_PHOENIX_ENDPOINT", f"http://127.0.0.1:{port}")
     provider = TracerProvider()
     processor = ScoringSpanProcessor([RubricScorer(judge, "- greets the user")],
@@ -368,24 +343,34 @@ def test_phoenix_down_mid_run_loses_nothing_else_and_gets_the_results_once_back_
     kept = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(kept))
     tracer = provider.get_tracer("app")
-    agents = []
-    for i in range(3):  # Phoenix is down while these are judged
-        with tracer.start_as_current_span("invoke_agent support-bot", attributes=genai_attributes(
-                prompt=f"down {i}")) as agent:
-            agents.append(agent)
-    assert not processor.force_flush(3_000)  # the results wait for Phoenix, retried
-    assert len([s for s in kept.get_finished_spans() if s.name.startswith("invoke_agent")]) == 3
-    assert len([s for s in kept.get_finished_spans() if s.name.startswith("gen_ai.evaluation")]) \
-        == 3  # the evaluation spans went out as ever
-    assert processor.health()["sinks"]["phoenix"]["retried"] >= 1
-    with running_phoenix(port) as base:
-        OTLPSpanExporter(endpoint=f"{base}/v1/traces").export(agents)  # type: ignore[arg-type]
+
+    def judged(prompt: str) -> Any:
+        with tracer.start_as_current_span("invoke_agent support-bot",
+                                          attributes=genai_attributes(prompt=prompt)) as agent:
+            return agent
+
+    def ids(spans: list[Any]) -> list[str]:
+        return [f"{span.get_span_context().span_id:016x}" for span in spans]
+
+    with running_phoenix(port, work=work) as base:
+        before = [judged(f"up {i}") for i in range(2)]
+        OTLPSpanExporter(endpoint=f"{base}/v1/traces").export(before)
         assert processor.force_flush(60_000)
-        for agent in agents:
-            span_id = f"{agent.get_span_context().span_id:016x}"
+        assert all([a["name"] for a in annotations(base, span_id, count=1)] == ["rubric"]
+                   for span_id in ids(before))
+    during = [judged(f"down {i}") for i in range(3)]  # Phoenix is stopped now
+    assert not processor.force_flush(3_000)  # the results wait for Phoenix, retried
+    names = [span.name for span in kept.get_finished_spans()]
+    assert names.count("invoke_agent support-bot") == 5
+    assert names.count("gen_ai.evaluation rubric") == 5  # evaluation spans went out as ever
+    assert processor.health()["sinks"]["phoenix"]["retried"] >= 1
+    with running_phoenix(port, work=work) as base:
+        OTLPSpanExporter(endpoint=f"{base}/v1/traces").export(during)
+        assert processor.force_flush(60_000)
+        for span_id in ids(before + during):
             assert [a["name"] for a in annotations(base, span_id, count=1)] == ["rubric"]
             assert len(annotations(base, span_id, count=2, timeout_s=1)) == 1
     totals = processor.health()["sinks"]["phoenix"]
-    assert totals["written"] == 3 and "dropped" not in totals
+    assert totals["written"] == 5 and "dropped" not in totals
     processor.shutdown()
     provider.shutdown()
