@@ -33,6 +33,7 @@ from otel_scorers.scorers import (
     Criterion,
     FaithfulnessScorer,
     Message,
+    MultiTurnScorer,
     PromptAlignmentScorer,
     RubricAnalysis,
     RubricScorer,
@@ -42,6 +43,7 @@ from otel_scorers.scorers import (
     Step,
     ToolUseScorer,
     TrajectoryScorer,
+    Turn,
     aself_correct,
     checks,
     create_prompt_alignment_scorer_llm,
@@ -49,6 +51,7 @@ from otel_scorers.scorers import (
     is_task_complete,
     parse_rubric,
     self_correct,
+    session_run,
 )
 
 if TYPE_CHECKING:
@@ -77,6 +80,7 @@ __all__ = [
     "JudgeTruncatedError",
     "JudgeUsage",
     "Message",
+    "MultiTurnScorer",
     "OtelScorersError",
     "PromptAlignmentScorer",
     "RegexRedactor",
@@ -91,6 +95,7 @@ __all__ = [
     "Step",
     "ToolUseScorer",
     "TrajectoryScorer",
+    "Turn",
     "__version__",
     "aself_correct",
     "checks",
@@ -100,6 +105,7 @@ __all__ = [
     "is_task_complete",
     "parse_rubric",
     "self_correct",
+    "session_run",
 ]
 
 

@@ -11,12 +11,13 @@ EXPECTED = [
     "JudgeConnectionError", "JudgeError",
     "JudgeOutputError",
     "JudgeRateLimitError", "JudgeRequestError", "JudgeResponseError", "JudgeServerError",
-    "JudgeTimeoutError", "JudgeTruncatedError", "JudgeUsage", "Message", "OtelScorersError",
+    "JudgeTimeoutError", "JudgeTruncatedError", "JudgeUsage", "Message", "MultiTurnScorer",
+    "OtelScorersError",
     "PromptAlignmentScorer", "RegexRedactor", "RetryPolicy", "RubricAnalysis", "RubricScorer",
     "ScoreResult", "Scorer", "ScorerInputError", "ScorerRun", "ScoringSpanProcessor", "Step",
-    "ToolUseScorer", "TrajectoryScorer", "__version__", "aself_correct", "checks",
+    "ToolUseScorer", "TrajectoryScorer", "Turn", "__version__", "aself_correct", "checks",
     "create_prompt_alignment_scorer_llm", "create_rubric_scorer", "install", "is_task_complete",
-    "parse_rubric", "self_correct",
+    "parse_rubric", "self_correct", "session_run",
 ]
 
 

@@ -86,11 +86,13 @@ PARAMS: tuple[Param, ...] = (
       "sent to the judge"),
     P("scorers", "OTEL_SCORERS_SCORERS", "scorers when none are passed in code (comma list of "
       "types: `rubric`, `prompt_alignment`, `trajectory`, `checks`, `tool_use`, "
-      "`faithfulness`)", parse=parse_list),
+      "`faithfulness`, `multi_turn`)", parse=parse_list),
     P("scorers.*.evaluation_mode", "OTEL_SCORERS_ALIGNMENT_MODE", "prompt-alignment mode: "
       "`user`, `system`, `both`", parse=str),
     P("scorers.*.name", None, "the scorer's name (in attribute and metric names)"),
-    P("scorers.*.criteria", None, "rubric criteria (a checklist string or a list)"),
+    P("scorers.*.criteria", None, "rubric, multi-turn criteria (a checklist string or a list; "
+      "in session scorers `goal_completion` and `knowledge_retention` name the built-in "
+      "criteria)"),
     P("scorers.*.scale", None, "the score's maximum"),
     P("scorers.*.pass_threshold", None, "the share of the scale that passes (prompt "
       "alignment: none by default; trajectory, tool use, faithfulness: 1.0)"),
@@ -101,6 +103,9 @@ PARAMS: tuple[Param, ...] = (
     P("scorers.*.examples_max_tokens", None, "the few-shot examples' token budget"),
     P("scorers.*.include_trajectory", None, "rubric, prompt alignment: show the judge what "
       "the agent did (its tool calls, retrievals, handoffs)"),
+    P("scorers.*.session", None, "rubric, prompt alignment: judge each whole conversation "
+      "(once its session goes idle), its last answer in the light of every earlier turn, "
+      "instead of each turn"),
     P("scorers.*.expected", "OTEL_SCORERS_TRAJECTORY_EXPECTED", "trajectory: the expected "
       "steps (tool names, or `{name, kind, arguments}`; the variable: a comma list of names)",
       parse=parse_list),
@@ -153,6 +158,23 @@ PARAMS: tuple[Param, ...] = (
     P("capture.output", None, "your own attribute holding the answer"),
     P("capture.system", None, "your own attribute holding the instructions"),
     P("capture.agent", None, "your own attribute holding the agent name"),
+    P("sessions.key_attributes", "OTEL_SCORERS_SESSION_KEY", "attributes holding the session "
+      "key of an interaction, first found wins (comma list)"),
+    P("sessions.idle_s", "OTEL_SCORERS_SESSION_IDLE_S", "a session is judged once no turn has "
+      "come for this long (and at exit, and on `score_sessions()`); a turn after that judges "
+      "it again, whole"),
+    P("sessions.keep_s", None, "a judged session is kept this long for a resume, then "
+      "forgotten (a later turn starts it afresh)"),
+    P("sessions.max_sessions", "OTEL_SCORERS_SESSION_MAX", "sessions held at once; the least "
+      "recently active makes room (judged at once if it has turns not judged)"),
+    P("sessions.max_turns", None, "turns kept per session; past it the oldest after the first "
+      "are left out (counted)"),
+    P("sessions.max_chars", None, "characters kept per session (questions, answers, steps); "
+      "past it the oldest turns after the first are left out (counted)"),
+    P("sessions.forward_endpoint", "OTEL_SCORERS_SESSION_FORWARD", "gateway fleets: send each "
+      "turn as a log record keyed by its session to this OTLP/HTTP endpoint (a Collector "
+      "routing logs by `otel_scorers.session.id` to the gateways) instead of keeping it here "
+      "(docs/sessions.md)"),
     P("phoenix.endpoint", "OTEL_SCORERS_PHOENIX_ENDPOINT", "write every scored result as a "
       "span annotation into this Phoenix (`http://127.0.0.1:6006`; off when unset)"),
     P("phoenix.project", "OTEL_SCORERS_PHOENIX_PROJECT", "the Phoenix project your traces go "

@@ -20,6 +20,7 @@ __all__ = [
     "SamplingSettings",
     "ScorerSettings",
     "SelectionSettings",
+    "SessionSettings",
     "Settings",
     "SinkSettings",
 ]
@@ -83,9 +84,10 @@ class ExpectedStepSettings(_Strict):
 
 #: The scorer types, and the options each accepts besides the common ones.
 SCORER_OPTIONS: dict[str, frozenset[str]] = {
-    "rubric": frozenset({"criteria", "examples", "examples_max_tokens", "include_trajectory"}),
+    "rubric": frozenset({"criteria", "examples", "examples_max_tokens", "include_trajectory",
+                         "session"}),
     "prompt_alignment": frozenset({"evaluation_mode", "pass_threshold", "examples",
-                                   "examples_max_tokens", "include_trajectory"}),
+                                   "examples_max_tokens", "include_trajectory", "session"}),
     "trajectory": frozenset({"expected", "ordering", "allow_repeated_steps", "max_steps",
                              "max_total_tokens", "max_duration_s", "no_redundant_calls",
                              "max_retries_per_tool", "blacklist", "blacklisted_sequences",
@@ -93,6 +95,7 @@ SCORER_OPTIONS: dict[str, frozenset[str]] = {
     "checks": frozenset({"checks"}),
     "tool_use": frozenset({"pass_threshold"}),
     "faithfulness": frozenset({"context", "pass_threshold"}),
+    "multi_turn": frozenset({"criteria", "include_trajectory"}),
 }
 
 
@@ -106,7 +109,7 @@ class ScorerSettings(_Strict):
     types only (:data:`SCORER_OPTIONS`): one given to another type is an error, not ignored."""
 
     type: Annotated[Literal["rubric", "prompt_alignment", "trajectory", "checks", "tool_use",
-                            "faithfulness"], BeforeValidator(scorer_type)]
+                            "faithfulness", "multi_turn"], BeforeValidator(scorer_type)]
     name: str | None = None
     criteria: str | list[str | CriterionSettings] | None = None
     scale: float = Field(default=1.0, gt=0)
@@ -118,6 +121,8 @@ class ScorerSettings(_Strict):
     examples: str | None = None
     examples_max_tokens: int = Field(default=1500, gt=0)
     include_trajectory: bool = False
+    #: judge whole conversations (each session once it goes idle) instead of each turn
+    session: bool = False
     expected: list[str | ExpectedStepSettings] | None = None
     ordering: Literal["strict", "relaxed", "unordered"] = "relaxed"
     allow_repeated_steps: bool = True
@@ -154,6 +159,21 @@ class SelectionSettings(_Strict):
     agents: list[str] = []
     #: judge every agent span on its own instead of each interaction once
     per_agent: bool = False
+
+
+class SessionSettings(_Strict):
+    """Session scoring: where the key is read, when a session is judged, what is held."""
+
+    key_attributes: list[str] = ["gen_ai.conversation.id", "session.id"]
+    idle_s: float = Field(default=300.0, gt=0)
+    keep_s: float = Field(default=3600.0, gt=0)
+    max_sessions: int = Field(default=10_000, gt=0)
+    max_turns: int = Field(default=100, ge=2)
+    max_chars: int = Field(default=262_144, gt=0)
+    #: a gateway fleet: send each turn, as a log record keyed by its session, to this OTLP/HTTP
+    #: endpoint (a Collector that routes it to the gateway judging the session) instead of
+    #: keeping it here
+    forward_endpoint: str | None = None
 
 
 class PhoenixSettings(_Strict):
@@ -225,6 +245,7 @@ class Settings(_Strict):
     max_agents: int = Field(default=100, gt=0)
     fuse_judge_calls: bool = False
     isolation: Literal["thread", "process"] = "thread"
+    sessions: SessionSettings = SessionSettings()
     phoenix: PhoenixSettings = PhoenixSettings()
     mlflow: MLflowSettings = MLflowSettings()
     sinks: SinkSettings = SinkSettings()

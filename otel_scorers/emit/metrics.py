@@ -44,6 +44,7 @@ class ScorerMetrics:
                  queue_depth: Callable[[], int] | None = None,
                  held_spans: Callable[[], int] | None = None,
                  buffer_dropped: Callable[[], Mapping[str, int]] | None = None,
+                 sessions: tuple[Callable[[], int], Callable[[], int]] | None = None,
                  max_criteria_series: int = 100, max_agents: int = 100,
                  content_free: bool = False) -> None:
         meter: Meter = get_meter(n.SCOPE_NAME, meter_provider=meter_provider)
@@ -84,6 +85,29 @@ class ScorerMetrics:
         self.sink_results = meter.create_counter(
             n.METRIC_SINK_RESULTS, unit="{result}",
             description="Results written to, retried at or dropped before a result sink")
+        self.session_score = meter.create_histogram(
+            n.METRIC_SESSION_SCORE, unit="1",
+            description="Session (whole conversation) scores divided by their scale (0..1)",
+            explicit_bucket_boundaries_advisory=n.SCORE_BUCKETS)
+        self.session_evaluations = meter.create_counter(
+            n.METRIC_SESSION_EVALUATIONS, unit="{evaluation}",
+            description="Completed session evaluations by scorer, label and pass verdict")
+        self.session_turns = meter.create_histogram(
+            n.METRIC_SESSION_TURNS, unit="{turn}", description="Turns per session evaluation",
+            explicit_bucket_boundaries_advisory=n.SESSION_TURN_BUCKETS)
+        self.turns_dropped = meter.create_counter(
+            n.METRIC_SESSION_TURNS_DROPPED, unit="{turn}",
+            description="Turns left out of sessions by the memory bounds, by reason")
+        self.sessions_evicted = meter.create_counter(
+            n.METRIC_SESSIONS_EVICTED, unit="{session}",
+            description="Sessions that made room for others (judged early, or forgotten)")
+        if sessions is not None:
+            open_count, held = sessions
+            _observe(meter, self, n.METRIC_SESSIONS_OPEN, "gauge", "{session}",
+                     "Sessions with turns not judged yet", _gauge(open_count))
+            _observe(meter, self, n.METRIC_SESSIONS_HELD, "gauge", "{session}",
+                     "Sessions held in memory (open, and judged ones kept for a resume)",
+                     _gauge(held))
         self.overflow = meter.create_counter(
             n.METRIC_OVERFLOW, unit="{value}",
             description="Metric attribute values folded into _other (cardinality caps)")
@@ -125,8 +149,16 @@ class ScorerMetrics:
                 n.M_AGENT: agent_label, n.M_TOOL: tool,
                 n.M_OUTCOME: "error" if step.failed else "ok"}))
 
-    def result(self, result: ScoreResult, agent: str | None) -> None:
-        """Record a completed evaluation (scored, cached or failed)."""
+    def dropped_turns(self, reason: str, count: int) -> None:
+        self.turns_dropped.add(count, {n.M_REASON: reason})
+
+    def evicted(self, judged: bool) -> None:
+        self.sessions_evicted.add(1, {n.M_JUDGED: str(judged).lower()})
+
+    def result(self, result: ScoreResult, agent: str | None, *, turns: int | None = None
+               ) -> None:
+        """Record a completed evaluation (scored, cached or failed); ``turns``: a session
+        evaluation of that many turns (its score and verdict go to the session instruments)."""
         base: dict[str, Any] = {n.M_SCORER: result.scorer,
                                 n.M_AGENT: self._capped(self._agents, agent or "unknown",
                                                         self._max_agents, "agent")}
@@ -148,10 +180,18 @@ class ScorerMetrics:
         if result.score is None:
             return
         labelled = {**base, n.M_LABEL: result.label or "none"}
-        self.score.record(result.score / result.scale, self._bounded(n.METRIC_SCORE, labelled))
         passed = "none" if result.passed is None else str(result.passed).lower()
-        self.evaluations.add(1, self._bounded(n.METRIC_EVALUATIONS, {
-            **labelled, n.M_PASSED: passed, n.M_JUDGE_MODEL: model}))
+        if turns is None:
+            self.score.record(result.score / result.scale,
+                              self._bounded(n.METRIC_SCORE, labelled))
+            self.evaluations.add(1, self._bounded(n.METRIC_EVALUATIONS, {
+                **labelled, n.M_PASSED: passed, n.M_JUDGE_MODEL: model}))
+        else:
+            self.session_score.record(result.score / result.scale,
+                                      self._bounded(n.METRIC_SESSION_SCORE, labelled))
+            self.session_evaluations.add(1, self._bounded(n.METRIC_SESSION_EVALUATIONS, {
+                **labelled, n.M_PASSED: passed, n.M_JUDGE_MODEL: model}))
+            self.session_turns.record(turns, self._bounded(n.METRIC_SESSION_TURNS, base))
         if isinstance(result.analysis, RubricAnalysis) and result.analysis.verdict_metrics:
             ids = emitted_ids(result.analysis, self._content_free)
             for ident, criterion in zip(ids, result.analysis.criteria, strict=True):

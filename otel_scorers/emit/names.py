@@ -19,6 +19,7 @@ GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
 GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
 GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
 GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 
 #: Operation name of evaluation spans (``gen_ai.operation.name``).
 EVALUATION_OPERATION: Final = "evaluation"
@@ -71,6 +72,15 @@ ATTR_AGENT_NAME: Final = "agent.name"
 ATTR_EVALUATED_SPAN_ID: Final = "evaluated.span_id"
 ATTR_EVALUATED_SPAN_NAME: Final = "evaluated.span_name"
 ATTR_CAPTURE_SOURCE: Final = "capture.source"    # which convention the run was read from
+# A session evaluation (the whole conversation, reported on its last turn's span)
+ATTR_SESSION_ID: Final = "session.id"            # the session key (also gen_ai.conversation.id)
+ATTR_SESSION_FIRST_TURN: Final = "session.first_turn"  # the first turn judged (1)
+ATTR_SESSION_LAST_TURN: Final = "session.last_turn"    # the last turn judged
+ATTR_SESSION_TURNS: Final = "session.turns"      # turns the judge saw
+ATTR_SESSION_NEW_TURNS: Final = "session.new_turns"  # turns since the session was last judged
+ATTR_SESSION_DROPPED_TURNS: Final = "session.dropped_turns"  # left out by the memory bounds
+ATTR_SESSION_UNREAD_TURNS: Final = "session.unread_turns"    # interactions with no content
+ATTR_SESSION_TRIGGER: Final = "session.trigger"  # idle|requested|exit|shutdown|evicted
 
 #: Attribute an application sets on an agent span to give a rubric for that run.
 RUBRIC_ATTRIBUTE: Final = "otel_scorers.rubric"
@@ -95,6 +105,14 @@ METRIC_BUFFER_DROPPED: Final = "otel_scorers.trace_buffer.dropped"  # counter, b
 METRIC_OVERFLOW: Final = "otel_scorers.metric.overflow"  # counter, values folded into _other
 METRIC_TOOL_CALLS: Final = "otel_scorers.agent.tool_calls"  # counter, by tool and outcome
 METRIC_SINK_RESULTS: Final = "otel_scorers.sink.results"  # counter, by sink, outcome, reason
+# Sessions: scores and pass verdicts of whole conversations, and what the session store holds
+METRIC_SESSION_SCORE: Final = "otel_scorers.session.score"  # histogram of score / scale
+METRIC_SESSION_EVALUATIONS: Final = "otel_scorers.session.evaluations"  # counter
+METRIC_SESSION_TURNS: Final = "otel_scorers.session.turns"  # histogram, turns per evaluation
+METRIC_SESSIONS_OPEN: Final = "otel_scorers.sessions.open"  # gauge, sessions not judged yet
+METRIC_SESSIONS_HELD: Final = "otel_scorers.sessions.held"  # gauge, sessions in memory
+METRIC_SESSION_TURNS_DROPPED: Final = "otel_scorers.session.turns_dropped"  # counter, reason
+METRIC_SESSIONS_EVICTED: Final = "otel_scorers.sessions.evicted"  # counter, by judged
 # The OTLP gateway (``otel-scorers serve``).
 METRIC_GATEWAY_REQUESTS: Final = "otel_scorers.gateway.requests"  # counter, by outcome
 METRIC_GATEWAY_SPANS: Final = "otel_scorers.gateway.spans"        # counter, spans forwarded
@@ -126,9 +144,11 @@ M_OUTCOME: Final = "outcome"
 M_SIGNAL: Final = "signal"
 M_TOKEN_TYPE: Final = "token_type"
 M_CASES: Final = "cases"
+M_JUDGED: Final = "judged"
 
 SCORE_BUCKETS: Final = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 JUDGE_DURATION_BUCKETS: Final = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 80.0)
+SESSION_TURN_BUCKETS: Final = (1, 2, 3, 5, 10, 20, 50, 100)
 
 
 class Decision:
@@ -180,3 +200,6 @@ class Reason:
     SPAN_LIMIT: Final = "span_limit"        # too many content spans in one trace
     BYTE_LIMIT: Final = "byte_limit"        # buffer byte budget spent
     EXPIRED: Final = "expired"              # older than the buffer's max age
+    # session store (``otel_scorers.session.turns_dropped``)
+    TURN_LIMIT: Final = "turn_limit"        # more turns in a session than sessions.max_turns
+    SESSION_BYTE_LIMIT: Final = "byte_limit"  # a session's text past sessions.max_chars

@@ -8,6 +8,9 @@ never selects.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, get_logger
 from opentelemetry.context import Context
@@ -47,7 +50,10 @@ class Emitter:
         return self._tracer
 
     def emit(self, evaluated: ReadableSpan, result: ScoreResult, *, agent: str | None,
-             source: str | None, start_ns: int, end_ns: int) -> None:
+             source: str | None, start_ns: int, end_ns: int,
+             extra: Mapping[str, Any] | None = None) -> None:
+        """The evaluation span and event of ``result`` about ``evaluated``; ``extra``:
+        attributes both carry (a session evaluation's key and turns)."""
         if evaluated.context is None:
             return
         parent = trace.set_span_in_context(NonRecordingSpan(evaluated.context), Context())
@@ -62,6 +68,8 @@ class Emitter:
                 attrs[n.GEN_AI_AGENT_NAME] = agent
             if source is not None:
                 attrs[n.PREFIX + n.ATTR_CAPTURE_SOURCE] = source
+            if extra:
+                attrs.update(extra)
             tracer = self._get_tracer()
             span = tracer.start_span(
                 f"{n.EVALUATION_SPAN_PREFIX} {result.scorer}", context=parent,
@@ -78,6 +86,8 @@ class Emitter:
                 event_attrs[n.PREFIX + n.ATTR_PASS] = result.passed
             if agent is not None:
                 event_attrs[n.GEN_AI_AGENT_NAME] = agent
+            if extra:
+                event_attrs.update(extra)
             logger = get_logger(n.SCOPE_NAME, __version__, logger_provider=self._logger_provider)
             logger.emit(event_name=n.GEN_AI_EVALUATION_RESULT_EVENT, context=parent,
                         timestamp=end_ns, attributes=event_attrs)

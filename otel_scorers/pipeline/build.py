@@ -27,6 +27,7 @@ from otel_scorers.config import (
     load_settings,
 )
 from otel_scorers.config.params import ARGUMENTS, PipelineSettings
+from otel_scorers.config.settings import SessionSettings
 from otel_scorers.emit.attributes import ContentPolicy
 from otel_scorers.emit.enriched import EnrichedExport
 from otel_scorers.emit.metrics import ScorerMetrics
@@ -41,11 +42,13 @@ from otel_scorers.pipeline.evaluation import Evaluation, Job
 from otel_scorers.pipeline.isolated import IsolatedScorers
 from otel_scorers.pipeline.sampling import Boost, Sampler, Sampling
 from otel_scorers.pipeline.selection import Selection, Selector
+from otel_scorers.pipeline.sessions import SessionPolicy, Sessions, SessionStore
 from otel_scorers.pipeline.slots import ScorerSpec, Slot
 from otel_scorers.scorers.alignment import PromptAlignmentScorer
 from otel_scorers.scorers.base import Scorer
 from otel_scorers.scorers.checks import ChecksScorer
 from otel_scorers.scorers.faithfulness import FaithfulnessScorer
+from otel_scorers.scorers.multi_turn import MultiTurnScorer
 from otel_scorers.scorers.rubric import RubricLike, RubricScorer, needs_steps, parse_rubric
 from otel_scorers.scorers.tool_use import ToolUseScorer
 from otel_scorers.scorers.trajectory import TrajectoryScorer
@@ -66,6 +69,7 @@ __all__ = [
     "sampling_from",
     "scorers_from",
     "selection_from",
+    "session_policy_from",
 ]
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
@@ -73,7 +77,8 @@ _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 @dataclass(frozen=True)
 class Parts:
-    """What a processor is made of, built from its arguments and settings."""
+    """What a processor is made of, built from its arguments and settings. ``slots`` judge
+    each interaction; ``sessions`` (with its own slots) each conversation, or is ``None``."""
 
     slots: tuple[Slot, ...]
     selector: Selector
@@ -83,6 +88,7 @@ class Parts:
     enriched: EnrichedExport | None
     stripper: ContentStripper | None
     sinks: SinkQueue | None = None
+    sessions: Sessions | None = None
 
 
 def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | None,
@@ -91,10 +97,13 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
                rubrics: Mapping[str, RubricLike] | None, exporter: Any,
                tracer_provider: Any, meter_provider: Any, logger_provider: Any,
                capture_limits: Limits | None, log_once: Callable[[str, str], None],
-               queue_depth: Callable[[], int], defer: Callable[[Job], bool]) -> Parts:
+               queue_depth: Callable[[], int], defer: Callable[[Job], bool],
+               sessions: SessionPolicy | None = None) -> Parts:
     """Every part of a processor (arguments win over settings; see the processor's doc)."""
-    slots = build_slots(scorers if scorers is not None else scorers_from(settings),
+    every = build_slots(scorers if scorers is not None else scorers_from(settings),
                         sampling or sampling_from(settings.sampling))
+    slots = tuple(slot for slot in every if getattr(slot.scorer, "level", "turn") != "session")
+    session_slots = tuple(slot for slot in every if slot not in slots)
     selector = Selector(selection or selection_from(settings.selection))
     mapping, extractor = capture_from(settings, capture)
     # the buffer holds content for trace assembly and from log records (made even without
@@ -102,11 +111,19 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
     buffer = TraceBuffer()
     counts = DecisionCounts()
     enriched: list[EnrichedExport] = []
+    store: list[SessionStore] = []
     metrics = ScorerMetrics(
         meter_provider, decisions=counts.observe, queue_depth=queue_depth,
         held_spans=(lambda: len(enriched[0])) if exporter is not None else None,
         buffer_dropped=buffer.dropped.copy, max_agents=settings.max_agents,
-        content_free=settings.reasons == "none")
+        content_free=settings.reasons == "none",
+        # the store is made below, with the metrics' counters: read it when collected
+        sessions=(lambda: store[0].open_count(), lambda: len(store[0]))  # noqa: PLW0108
+        if session_slots else None)
+    if session_slots:
+        store.append(SessionStore(sessions or session_policy_from(settings.sessions),
+                                  count_dropped=metrics.dropped_turns,
+                                  count_evicted=metrics.evicted))
     if exporter is not None:
         enriched.append(EnrichedExport(exporter, hold_timeout_s=settings.hold_timeout_s,
                                        max_held=settings.max_held,
@@ -124,16 +141,19 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
         rubrics=configured, buffer=buffer,
         assemble=settings.assemble_from_trace, enriched=enriched[0] if enriched else None,
         defer=defer, fuse=settings.fuse_judge_calls,
-        isolated=IsolatedScorers({slot.name: slot.scorer for slot in slots
+        isolated=IsolatedScorers({slot.name: slot.scorer for slot in every
                                   if getattr(slot.scorer, "kind", "llm") != "code"})
         if settings.isolation == "process" else None, per_agent=selector.selection.per_agent,
-        steps=any(getattr(slot.scorer, "uses_steps", False) for slot in slots)
-        or any(needs_steps(rubric) for rubric in configured.values()), sinks=sinks)
+        steps=any(getattr(slot.scorer, "uses_steps", False) for slot in every)
+        or any(needs_steps(rubric) for rubric in configured.values()), sinks=sinks,
+        sessions=Sessions(session_slots, store[0], counts, keep_steps=any(
+            getattr(slot.scorer, "uses_steps", False) for slot in session_slots))
+        if store else None)
     return Parts(slots=slots, selector=selector,
                  buffer=buffer, counts=counts, evaluation=evaluation,
                  enriched=enriched[0] if enriched else None,
                  stripper=ContentStripper(mapping) if settings.exported_content == "strip"
-                 else None, sinks=sinks)
+                 else None, sinks=sinks, sessions=evaluation.sessions)
 
 
 def sinks_from(settings: Settings, policy: ContentPolicy, *, count: Any = None,
@@ -214,6 +234,15 @@ def rubrics_from(settings: Settings, rubrics: Mapping[str, RubricLike] | None
     return {agent: list(parse_rubric(rubric)) for agent, rubric in rubrics.items()}
 
 
+def session_policy_from(settings: SessionSettings) -> SessionPolicy:
+    """The runtime session policy of a settings block."""
+    values = settings.model_dump(exclude={"forward_endpoint"})
+    values["key_attributes"] = tuple(values["key_attributes"])
+    if not values["key_attributes"]:
+        raise ConfigError("sessions.key_attributes needs at least one attribute name")
+    return SessionPolicy(**values)
+
+
 def sampling_from(settings: SamplingSettings) -> Sampling:
     """The runtime policy of a settings block (the same fields, a test keeps them so)."""
     values = settings.model_dump()
@@ -262,13 +291,17 @@ def scorer_of(item: ScorerSettings, judge: JudgeClient) -> Scorer:
     if item.type == "rubric":
         return RubricScorer(judge, _plain_rubric(item.criteria), scale=item.scale, name=name,
                             examples=item.examples, examples_max_tokens=item.examples_max_tokens,
-                            include_trajectory=item.include_trajectory)
+                            include_trajectory=item.include_trajectory, session=item.session)
     if item.type == "prompt_alignment":
         return PromptAlignmentScorer(judge, scale=item.scale, evaluation_mode=item.evaluation_mode,
                                      pass_threshold=item.pass_threshold, name=name,
                                      examples=item.examples,
                                      examples_max_tokens=item.examples_max_tokens,
-                                     include_trajectory=item.include_trajectory)
+                                     include_trajectory=item.include_trajectory,
+                                     session=item.session)
+    if item.type == "multi_turn":
+        return MultiTurnScorer(judge, _plain_rubric(item.criteria), scale=item.scale, name=name,
+                               include_trajectory=item.include_trajectory)
     if item.type == "trajectory":
         return TrajectoryScorer(
             [e if isinstance(e, str) else e.model_dump(exclude_none=True)

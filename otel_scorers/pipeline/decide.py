@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_scorers.capture.interactions import Candidate, is_local_root, resolve
 from otel_scorers.capture.kinds import LLM, span_kind
 from otel_scorers.capture.logs import has_genai_events
+from otel_scorers.capture.sessions import session_key
 from otel_scorers.capture.trace import CONTENT_KEY_SET, Pending, TraceBuffer
 from otel_scorers.emit.enriched import EnrichedExport
 from otel_scorers.emit.names import Decision, Reason
@@ -27,6 +28,7 @@ from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.evaluation import Job
 from otel_scorers.pipeline.on_demand import is_own
 from otel_scorers.pipeline.selection import Selector, is_llm_call
+from otel_scorers.pipeline.sessions import Sessions
 from otel_scorers.pipeline.slots import Slot
 from otel_scorers.pipeline.unselected import Unselected
 
@@ -57,6 +59,8 @@ class Decider:
     unselected: Unselected
     #: keep step spans (tools, retrievals, LLM calls without content) for scorers reading steps
     keep_steps: bool = False
+    #: session scoring: each interaction of a sampled session is kept as a turn
+    sessions: Sessions | None = None
 
     def __post_init__(self) -> None:
         self.names = tuple(slot.name for slot in self.slots)
@@ -122,14 +126,26 @@ class Decider:
             buffer.observe(span, attrs, keep_content=not selected, agent=agent, create=create,
                            piece=not selected and span_kind(attrs) is not None)
         chosen = self._sample(span) if selected else ()
+        key, session_slots = self._session_of((attrs,)) if selected else (None, ())
         if not chosen:
             if not selected and self.unselected.note(span.name, attrs):
                 self.warn_unselected()
             self.forward(span)
-            return ()
+            return (Job(span, (), attrs, session_key=key, session_slots=session_slots),) \
+                if session_slots else ()
         if self.enriched is not None:
             self.enriched.hold(span, len(chosen))
-        return (Job(span, chosen, attrs),)
+        return (Job(span, chosen, attrs, session_key=key, session_slots=session_slots),)
+
+    def _session_of(self, attributes: Sequence[Mapping[str, Any]]
+                    ) -> tuple[str | None, tuple[str, ...]]:
+        """The session key of an interaction (its spans' attributes, the root's first) and
+        the session scorers that sampled the session (none: not kept as a turn)."""
+        sessions = self.sessions
+        if sessions is None:
+            return None, ()
+        key = session_key(attributes, sessions.key_attributes)
+        return (key, sessions.sampled(key)) if key is not None else (None, ())
 
     def _resolve(self, span: ReadableSpan) -> Sequence[Job]:
         """``span``'s trace is complete (its local root ended): its interactions are decided."""
@@ -175,12 +191,18 @@ class Decider:
                 self.forward(root.span)
                 continue
             chosen = self._sample(root.span)
+            key, session_slots = self._session_of(
+                [c.attributes for c in (root, *interaction.inner)])
             if not chosen:
                 self.forward(root.span)
+                if session_slots:  # captured only to be a turn of its session
+                    jobs.append(Job(root.span, (), root.attributes, agent=interaction.agent,
+                                    session_key=key, session_slots=session_slots))
                 continue
             if self.enriched is not None:
                 self.enriched.hold(root.span, len(chosen))
-            jobs.append(Job(root.span, chosen, root.attributes, agent=interaction.agent))
+            jobs.append(Job(root.span, chosen, root.attributes, agent=interaction.agent,
+                            session_key=key, session_slots=session_slots))
         return jobs
 
     def _note_unjudged(self, trace_id: int, name: str) -> None:
@@ -212,9 +234,12 @@ class Decider:
             self.enriched.forward(span)
 
     def dropped(self, job: Job) -> None:
-        """The queue had no room for ``job``: count it, release its span, say so once."""
+        """The queue had no room for ``job``: count it, release its span, say so once (a
+        session job's turns count as handled: judged again only if the session goes on)."""
         for slot in job.slots:
             self.counts.add(slot.name, Decision.DROPPED, Reason.QUEUE_FULL)
+        if job.session is not None and self.sessions is not None:
+            self.sessions.store.finished(job.session.key, job.session.last_turn)
         self.log_once("queue_full", "otel-scorers queue is full: runs are dropped unscored "
                                      "(see the dropped decisions; raise queue_size or "
                                      "concurrency, or sample less)")

@@ -39,6 +39,7 @@ from otel_scorers.pipeline.cache import ResultCache
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.health import Health
 from otel_scorers.pipeline.isolated import IsolatedScorers
+from otel_scorers.pipeline.sessions import SessionJob, Sessions
 from otel_scorers.pipeline.slots import Slot
 from otel_scorers.scorers.base import Scorer
 from otel_scorers.scorers.fused import Member, call_batches, judged
@@ -57,13 +58,18 @@ class Job:
     """An ended span to evaluate, the scorers that sampled it, and its attributes as they were
     when it ended (``None``: read them from the span). ``attempt`` counts the times the job
     came back after waiting for log records that carry its content; ``agent`` names the
-    interaction's agent when its span does not (a workflow root holding named agents)."""
+    interaction's agent when its span does not (a workflow root holding named agents).
+    ``session_key``: the run is a turn of that sampled session (``session_slots`` judge it
+    later), kept once captured; ``session``: the job judges a whole session instead."""
 
     span: ReadableSpan
     slots: tuple[Slot, ...]
     attributes: Mapping[str, Any] | None = None
     attempt: int = 0
     agent: str | None = None
+    session_key: str | None = None
+    session_slots: tuple[str, ...] = ()
+    session: SessionJob | None = None
 
 
 @dataclass
@@ -102,6 +108,8 @@ class Evaluation:
     health: Health = field(default_factory=Health)
     #: Result sinks (Phoenix): every scored result is offered to them, never waited for.
     sinks: SinkQueue | None = None
+    #: Session scoring: turns are kept there, whole sessions judged by its scorers.
+    sessions: Sessions | None = None
 
     def reset_after_fork(self) -> None:
         """In a forked child: no judgements in flight, an empty cache, fresh locks."""
@@ -154,6 +162,8 @@ class Evaluation:
         ``filtered`` decision says why).
         """
         span = job.span
+        if job.session is not None:
+            return await self._judge_session(job, job.session)
         try:
             captured = self.capture(span, attributes=job.attributes, descendants=descendants,
                                     nested=nested, agent=job.agent)
@@ -165,6 +175,8 @@ class Evaluation:
             return []  # back when its log records arrive, or their wait is over
         if self.buffer is not None and span.parent is None and span.context is not None:
             self.buffer.discard(span.context.trace_id)
+        if job.session_key is not None:
+            self._keep_turn(job, span, captured)
         if captured.run is None:
             for slot in job.slots:
                 self.counts.add(slot.name, Decision.FILTERED, captured.reason or Reason.NO_CONTENT)
@@ -183,6 +195,35 @@ class Evaluation:
                         batches[slot.name].join() if slot.name in batches else None)
             for slot in job.slots))
         return [result for result in results if result is not None]
+
+    def _keep_turn(self, job: Job, span: ReadableSpan, captured: Captured) -> None:
+        """The captured run is the next turn of its session (or, without content, a turn
+        that could not be read)."""
+        sessions, key = self.sessions, job.session_key
+        if sessions is None or key is None:
+            return
+        try:
+            if captured.run is None:
+                sessions.store.unread(key)
+            else:
+                sessions.add_turn(key, job.session_slots, captured.run, span,
+                                  agent=captured.agent,
+                                  rubric=self._rubric_for(span, captured.agent))
+        except Exception:
+            self.log_once("session", "otel-scorers could not keep a turn of a session")
+
+    async def _judge_session(self, job: Job, session: SessionJob) -> list[ScoreResult]:
+        """Judge a whole session with the scorers that sampled it; the store learns which
+        turns the evaluation covered, whatever happened."""
+        captured = Captured(session.run, source="session", agent=session.agent)
+        try:
+            results = await asyncio.gather(*(
+                self._score(job.span, slot, captured, session=session)
+                for slot in job.slots))
+            return [result for result in results if result is not None]
+        finally:
+            if self.sessions is not None:
+                self.sessions.store.finished(session.key, session.last_turn)
 
     def _say_why(self, span: ReadableSpan, captured: Captured,
                  attributes: Mapping[str, Any] | None) -> None:
@@ -209,18 +250,21 @@ class Evaluation:
                       "the decisions, reason " + reason + ")")
 
     async def _score(self, span: ReadableSpan, slot: Slot, captured: Captured,
-                     member: Member | None = None) -> ScoreResult | None:
+                     member: Member | None = None, *, session: SessionJob | None = None
+                     ) -> ScoreResult | None:
         """Judge one run with one scorer; counts exactly one terminal decision. With a
         ``member``, this task is one of the scorers sharing a judge call: it asks in the
-        batch, or leaves it as soon as it knows it will not ask."""
+        batch, or leaves it as soon as it knows it will not ask. ``session``: the run is
+        that whole session."""
         try:
-            return await self._score_alone(span, slot, captured, member)
+            return await self._score_alone(span, slot, captured, member, session)
         finally:
             if member is not None:
                 member.batch.leave(member)
 
     async def _score_alone(self, span: ReadableSpan, slot: Slot, captured: Captured,
-                           member: Member | None) -> ScoreResult | None:
+                           member: Member | None, session: SessionJob | None
+                           ) -> ScoreResult | None:
         attributes: dict[str, Any] = {}
         counted = False
         run = captured.run
@@ -261,7 +305,7 @@ class Evaluation:
                 self.log_once(f"{reason}:{slot.name}", warning)
             counted = True
             if decision != Decision.FILTERED:
-                attributes = self._emit(span, slot, captured, result, start_ns)
+                attributes = self._emit(span, slot, captured, result, start_ns, session)
             return result
         except asyncio.CancelledError:
             if not counted:
@@ -338,12 +382,14 @@ class Evaluation:
             await self.isolated.close()
 
     def _emit(self, span: ReadableSpan, slot: Slot, captured: Captured, result: ScoreResult,
-              start_ns: int) -> dict[str, Any]:
+              start_ns: int, session: SessionJob | None = None) -> dict[str, Any]:
         """Metrics, evaluation span and event; returns the attributes for enriched export."""
         try:
-            self.metrics.result(result, captured.agent)
+            self.metrics.result(result, captured.agent, turns=(
+                len(session.run.turns) if session is not None else None))
             self.emitter.emit(span, result, agent=captured.agent, source=captured.source,
-                              start_ns=start_ns, end_ns=time.time_ns())
+                              start_ns=start_ns, end_ns=time.time_ns(),
+                              extra=session.attributes() if session is not None else None)
             if self.sinks is not None and result.score is not None and span.context:
                 self.sinks.offer(Evaluated(
                     trace_id=f"{span.context.trace_id:032x}",

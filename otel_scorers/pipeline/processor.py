@@ -49,6 +49,7 @@ from otel_scorers.pipeline.logs import ScoringLogProcessor
 from otel_scorers.pipeline.on_demand import OnDemand
 from otel_scorers.pipeline.sampling import Sampling
 from otel_scorers.pipeline.selection import Selection
+from otel_scorers.pipeline.sessions import OpenSession, SessionPolicy
 from otel_scorers.pipeline.slots import ScorerSpec
 from otel_scorers.pipeline.unselected import Unselected
 from otel_scorers.pipeline.worker import Worker
@@ -76,6 +77,11 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
     - ``tracer_provider`` / ``meter_provider`` / ``logger_provider``: where evaluation spans,
       metrics and events go (default: the global providers).
     - ``capture_limits``: bounds on what capture reads; ``config``: a YAML settings file.
+    - ``sessions``: a :class:`~otel_scorers.pipeline.sessions.SessionPolicy` for the session
+      scorers (where the key is read, when a session is judged, what is held; default: the
+      ``sessions.*`` settings). Session scorers (``level = "session"``: the multi-turn judge,
+      rubric and prompt alignment with ``session=True``) judge each conversation once it goes
+      idle, at exit, and on :meth:`score_sessions`.
     - every pipeline setting of the settings table (:mod:`otel_scorers.config.params`,
       docs/configuration.md: ``queue_size``, ``concurrency``, ``reasons``, ``isolation``,
       ...), typed by :class:`~otel_scorers.config.params.PipelineSettings`; an argument wins
@@ -96,6 +102,7 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
         logger_provider: LoggerProvider | None = None,
         capture_limits: Limits | None = None,
         config: str | Path | None = None,
+        sessions: SessionPolicy | None = None,
         **pipeline: Unpack[build.PipelineSettings],
     ) -> None:
         settings, problems = build.resolve_settings(pipeline, config)
@@ -112,7 +119,7 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
             tracer_provider=tracer_provider, meter_provider=meter_provider,
             logger_provider=logger_provider, capture_limits=capture_limits,
             log_once=self._log_once, queue_depth=lambda: self._worker.depth,
-            defer=self._defer)
+            defer=self._defer, sessions=sessions)
         self._assemble(parts, settings)
         self._shutdown = False
         self._shutdown_lock = threading.Lock()
@@ -123,13 +130,15 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
         self._slots, self._selector, self._buffer = parts.slots, parts.selector, parts.buffer
         self._evaluation, self._enriched = parts.evaluation, parts.enriched
         self._sinks = parts.sinks
+        self._sessions = parts.sessions
         self._stripper, self.counts = parts.stripper, parts.counts
         self._deferred = Deferred(settings.log_wait_s, settings.queue_size)
         self._log_side: ScoringLogProcessor | None = None
         self._decider = Decider(parts.selector, parts.buffer, parts.slots, parts.counts,
                                 parts.enriched, self._log_once,
                                 log_side=lambda: self._log_side is not None,
-                                unselected=Unselected(), keep_steps=parts.evaluation.steps)
+                                unselected=Unselected(), keep_steps=parts.evaluation.steps,
+                                sessions=parts.sessions)
         self._worker: Worker[Job] = Worker(self._evaluation.run, queue_size=settings.queue_size,
                                            concurrency=settings.concurrency,
                                            periodic=self._periodic, admit=self._decider.decide,
@@ -156,7 +165,8 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
 
     @property
     def scorers(self) -> tuple[Scorer, ...]:
-        return tuple(slot.scorer for slot in self._slots)
+        sessions = self._sessions.slots if self._sessions is not None else ()
+        return tuple(slot.scorer for slot in (*self._slots, *sessions))
 
     @property
     def strip_policy(self) -> StripPolicy | None:
@@ -169,17 +179,25 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
         """Runs waiting for a free evaluation slot."""
         return self._worker.depth
 
+    def _all_slots(self) -> tuple[Any, ...]:
+        return (*self._slots, *(self._sessions.slots if self._sessions is not None else ()))
+
     def stats(self) -> dict[str, dict[str, int]]:
-        """Decision totals per scorer: why each selected run was, or was not, scored."""
-        return {slot.name: self.counts.totals(slot.name) for slot in self._slots}
+        """Decision totals per scorer: why each selected run (a session scorer: each session
+        evaluation) was, or was not, scored."""
+        return {slot.name: self.counts.totals(slot.name) for slot in self._all_slots()}
 
     def health(self) -> dict[str, Any]:
         """Per scorer: decisions with their reasons (``filtered: {no_content: 3}``, ``error:
         {auth: 2}``), judge calls, retries, tokens and spend, failures by kind and the last
-        error with its time; ``pending``: runs not decided yet (queued, in flight)."""
-        decisions = {slot.name: self.counts.by_reason(slot.name) for slot in self._slots}
+        error with its time; ``pending``: runs not decided yet (queued, in flight);
+        ``sessions``: sessions held and not judged yet."""
+        decisions = {slot.name: self.counts.by_reason(slot.name) for slot in self._all_slots()}
         view = self._evaluation.health.view(decisions)
+        sessions = self._sessions
         return {"scorers": view, "pending": self._worker.depth + self._worker.inflight,
+                **({"sessions": {"open": sessions.store.open_count(),
+                                 "held": len(sessions.store)}} if sessions is not None else {}),
                 **({"sinks": self._sinks.totals()} if self._sinks is not None else {}),
                 **({"disabled_because": self.disabled_because}
                    if self.disabled_because else {})}
@@ -273,11 +291,38 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
             if not self._worker.submit(again):
                 self._decider.dropped(again)
 
+    # -- sessions -------------------------------------------------------------------------
+    def score_sessions(self, key: str | None = None, timeout_millis: int = 30_000) -> bool:
+        """Judge every session with turns not judged yet now (``key``: that one), without
+        waiting for it to go idle: the interactions seen so far are decided first, so their
+        turns are in. ``True`` when every evaluation finished within the timeout. A session
+        that goes on is judged again, whole, when it next goes idle."""
+        if self._sessions is None:
+            return True
+        deadline = time.monotonic() + timeout_millis / 1000.0
+        if not self._settle(deadline):
+            return False
+        self._judge_sessions(self._sessions.store.take(key))
+        return self._settle(deadline)
+
+    def _judge_sessions(self, due: Sequence[tuple[OpenSession, str]]) -> None:
+        sessions = self._sessions
+        if sessions is None or not due:
+            return
+        by_name = {slot.name: slot for slot in sessions.slots}
+        for session in sessions.jobs(due):
+            job = Job(session.span, tuple(by_name[name] for name in session.slots),
+                      session=session)
+            if not self._worker.submit(job):
+                self._decider.dropped(job)
+
     # -- housekeeping ---------------------------------------------------------------------
     def _periodic(self) -> None:
         if not self._per_agent:
             self._submit(self._decider.resolve_all(
                 time.monotonic() - self.settings.interaction_wait_s))
+        if self._sessions is not None:
+            self._judge_sessions(self._sessions.store.due())
         self._buffer.sweep()
         for pending in self._buffer.take_evicted():
             self._decider.lost(pending)
@@ -334,6 +379,9 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
             return
         deadline = time.monotonic() + self.settings.exit_timeout_s
         settled = self._settle(deadline)
+        if self._sessions is not None and settled:  # conversations end with the process
+            self._judge_sessions(self._sessions.store.take(trigger="exit"))
+            settled = self._settle(deadline)
         self._decider.warn_unselected()
         if self._sinks is not None:
             self._sinks.close(deadline - time.monotonic())
@@ -357,6 +405,9 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
                 return
             self._decide_all()
             self._resubmit(self._deferred.take_all())
+            if self._sessions is not None:
+                self._worker.flush(self.settings.shutdown_timeout_s / 2)  # the last turns in
+                self._judge_sessions(self._sessions.store.take(trigger="shutdown"))
             self._shutdown = True
         abandoned = self._worker.stop(self.settings.shutdown_timeout_s)
         for job in abandoned:
@@ -388,7 +439,9 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
             self._enriched.reset_after_fork()
         if self._sinks is not None:
             self._sinks.reset_after_fork()
-        for slot in self._slots:
+        if self._sessions is not None:
+            self._sessions.reset_after_fork()
+        for slot in self._all_slots():
             slot.sampler.reset_after_fork()
 
 

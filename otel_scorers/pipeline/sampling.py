@@ -115,6 +115,22 @@ class Sampler:
             return False
         return trace_fraction(span.context.trace_id, self.salt) < ratio
 
+    def sampled_key(self, key: str) -> bool:
+        """Whether the session ``key`` is judged: the plain ratio, as a pure function of the
+        key and the salt (every process decides alike, and a session is judged whole)."""
+        ratio = self.policy.ratio
+        if ratio >= 1.0:
+            return True
+        if ratio <= 0.0:
+            return False
+        return trace_fraction(key_hash(key), self.salt) < ratio
+
+
+def key_hash(key: str) -> int:
+    """A 64-bit hash of a text key, the same in every process (unlike ``hash``)."""
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8", "surrogatepass"),
+                                          digest_size=8).digest(), "big")
+
 
 class RateLimiter:
     """A token bucket: ``rate`` evaluations per second, bursts up to ``max(1, rate)``."""

@@ -1,5 +1,6 @@
 """The scorers: rubric and prompt alignment (judged), trajectory and quick checks (code), tool
-use and faithfulness (judged, over what the agent did), the shared result types and the
+use and faithfulness (judged, over what the agent did), the multi-turn judge of whole
+conversations, the shared result types and the
 correction loop."""
 
 from otel_scorers.scorers import checks
@@ -11,6 +12,7 @@ from otel_scorers.scorers.alignment import (
 from otel_scorers.scorers.base import BaseScorer, LLMScorer, Scorer
 from otel_scorers.scorers.checks import Check, ChecksScorer
 from otel_scorers.scorers.faithfulness import FaithfulnessScorer
+from otel_scorers.scorers.multi_turn import MultiTurnScorer
 from otel_scorers.scorers.result import ScoreError, ScoreResult
 from otel_scorers.scorers.rubric import (
     Criterion,
@@ -28,9 +30,11 @@ from otel_scorers.scorers.self_correction import (
     is_task_complete,
     self_correct,
 )
+from otel_scorers.scorers.session import session_run
 from otel_scorers.scorers.steps import Step, ToolCall, ToolDefinition
 from otel_scorers.scorers.tool_use import ToolUseScorer
 from otel_scorers.scorers.trajectory import ExpectedStep, TrajectoryScorer
+from otel_scorers.scorers.turns import Turn
 
 __all__ = [
     "AlignmentAnalysis",
@@ -45,6 +49,7 @@ __all__ = [
     "FaithfulnessScorer",
     "LLMScorer",
     "Message",
+    "MultiTurnScorer",
     "PromptAlignmentScorer",
     "RubricAnalysis",
     "RubricScorer",
@@ -57,6 +62,7 @@ __all__ = [
     "ToolDefinition",
     "ToolUseScorer",
     "TrajectoryScorer",
+    "Turn",
     "aself_correct",
     "checks",
     "create_prompt_alignment_scorer_llm",
@@ -64,4 +70,5 @@ __all__ = [
     "is_task_complete",
     "parse_rubric",
     "self_correct",
+    "session_run",
 ]

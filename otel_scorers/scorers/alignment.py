@@ -175,10 +175,12 @@ class PromptAlignmentScorer(LLMScorer):
                  evaluation_mode: EvaluationMode = "both", pass_threshold: float | None = None,
                  name: str = "prompt_alignment", examples: Any = None,
                  examples_max_tokens: int = 1500, include_trajectory: bool = False,
-                 **judge_options: Any) -> None:
+                 session: bool = False, **judge_options: Any) -> None:
         super().__init__(model, name=name, scale=scale, judge_options=judge_options)
         #: show the judge what the agent did (its steps) beside the request and the response
         self.include_trajectory = include_trajectory
+        #: judge whole conversations (live: once a session goes idle), not each turn
+        self.level = "session" if session else "turn"
         self.uses_steps = include_trajectory
         if evaluation_mode not in get_args(EvaluationMode):
             raise ConfigError(
@@ -213,12 +215,14 @@ class PromptAlignmentScorer(LLMScorer):
         mode = self.mode_for(run)
         system = run.system_prompt if mode != "user" else None
         return digest("alignment", self.judge.fingerprint, self.scale, mode, system,
-                      run.conversation, run.user_prompt, run.response, self.examples_digest,
+                      run.conversation, run.user_prompt, run.response, len(run.turns) > 1,
+                      self.examples_digest,
                       prompts.trajectory_digest(run, self.include_trajectory))
 
     def ask(self, run: ScorerRun) -> Question:
         mode = self.check(run)
-        request = JudgeRequest(instructions=prompts.alignment_instructions(mode),
+        request = JudgeRequest(instructions=prompts.alignment_instructions(
+                                   mode, session=len(run.turns) > 1),
                                fields=prompts.alignment_fields(run, mode,
                                                               trajectory=self.include_trajectory),
                                answer_model=_ANSWERS[mode], task=prompts.alignment_task(mode),

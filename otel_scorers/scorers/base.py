@@ -54,6 +54,9 @@ class BaseScorer(abc.ABC):
     #: ``llm`` (a judge decides) or ``code`` (decided without a judge): what result sinks
     #: report as the annotator, and why a code scorer never goes to a judging process.
     kind: str = "llm"
+    #: ``turn``: the pipeline gives it each interaction; ``session``: each conversation, once
+    #: it goes idle (a session run: :attr:`ScorerRun.turns`). A custom scorer sets it too.
+    level: str = "turn"
 
     def run(self, run: RunLike) -> ScoreResult:
         """Score ``run`` synchronously (safe from any thread that is not an event loop's)."""

@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from otel_scorers.scorers.run import Message, ScorerRun
+from otel_scorers.scorers.session import render_transcript
 from otel_scorers.scorers.steps import Step
+from otel_scorers.scorers.turns import Turn
 
 if TYPE_CHECKING:
     from otel_scorers.scorers.rubric import Criterion
@@ -28,6 +30,47 @@ unverifiable means false. Judge each on its own. For every label, none missing o
 "reasoning" (one or two sentences: the evidence, or what is missing), then "satisfied". End \
 with "overallAssessment": what the agent should fix, if anything.\
 """
+
+
+_RUBRIC_SESSION = """
+This RESPONSE ends a conversation (its earlier turns are given): judge it as the end of that \
+conversation, in the light of everything said before (the user's goal in their opening turns, \
+facts and preferences they gave, what the agent already did or promised). A criterion may speak \
+of the conversation as a whole.\
+"""
+
+_ALIGNMENT_SESSION = """\
+This response ends a conversation (its earlier turns are given). The USER REQUEST is the \
+latest message; the user's GOAL is set out in their opening turns. Judge intent and \
+requirements against the goal as later turns refined it, and completeness against everything \
+the user asked across the conversation, not the last message alone."""
+
+MULTI_TURN_INSTRUCTIONS = """\
+You judge a whole CONVERSATION between a user and an AI agent (numbered turns, user and \
+assistant) against criteria labelled c1, c2, ... . A criterion is satisfied only when the \
+conversation as a whole clearly meets it; partly met, ambiguous or unverifiable means false. \
+Judge each on its own. For every label, none missing or extra, give "reasoning" (one or two \
+sentences citing the turns that decide it), then "satisfied". End with "overallAssessment": \
+what the agent should do differently in conversations like this one, if anything.\
+"""
+
+
+def rubric_instructions(run: ScorerRun) -> str:
+    """The rubric's instructions; a session run's response is judged as its conversation's
+    end."""
+    return RUBRIC_INSTRUCTIONS + (_RUBRIC_SESSION if len(run.turns) > 1 else "")
+
+
+def multi_turn_fields(criteria: Sequence[Criterion], run: ScorerRun, turns: Sequence[Turn], *,
+                      trajectory: bool = False) -> list[tuple[str, str]]:
+    checklist = "\n".join(f"c{i}: {c.description}" for i, c in enumerate(criteria, start=1))
+    fields = [("criteria", checklist)]
+    if run.system_prompt:
+        fields.append(("agent instructions", run.system_prompt))
+    fields.append((f"conversation ({len(turns)} turns)", render_transcript(turns)))
+    if trajectory:
+        fields.append(("what the agent did", render_steps(run) or "(no steps were recorded)"))
+    return fields
 
 
 def rubric_fields(criteria: Sequence[Criterion], run: ScorerRun, *,
@@ -75,8 +118,10 @@ completeness 0.8, appropriateness 0.3 (the requested format is missing).
 """
 
 
-def alignment_instructions(mode: str) -> str:
+def alignment_instructions(mode: str, *, session: bool = False) -> str:
     parts = [_ALIGNMENT_HEAD]
+    if session:
+        parts.append(_ALIGNMENT_SESSION)
     if mode in ("user", "both"):
         parts.append(_USER_DIMENSIONS)
     if mode in ("system", "both"):
@@ -102,6 +147,8 @@ def run_fields(run: ScorerRun, *, include_system: bool, trajectory: bool = False
     fields: list[tuple[str, str]] = []
     if include_system and run.system_prompt:
         fields.append(("agent instructions", run.system_prompt))
+    if len(run.turns) > 1:
+        return fields + session_fields(run, trajectory=trajectory)
     context = render_conversation(run.conversation)
     if context:
         fields.append(("earlier conversation", context))
@@ -110,6 +157,22 @@ def run_fields(run: ScorerRun, *, include_system: bool, trajectory: bool = False
     if trajectory:
         fields.append(("what the agent did", render_steps(run) or "(no steps were recorded)"))
     fields.append(("agent response", run.response))
+    return fields
+
+
+def session_fields(run: ScorerRun, *, trajectory: bool) -> list[tuple[str, str]]:
+    """A session run read as its last turn at the end of its conversation: the user's goal
+    (their opening turns), the turns before, the last request and the response."""
+    turns, last = run.turns[:-1], run.turns[-1]
+    goal = "\n".join(f"Turn {t.index}: {t.user}" for t in run.turns[:2] if t.user.strip())
+    fields = [("user's goal (their opening turns)", goal),
+              (f"conversation before the last turn (turns {turns[0].index}-{turns[-1].index})",
+               render_transcript(turns))]
+    if run.user_prompt:
+        fields.append((f"user request (turn {last.index})", run.user_prompt))
+    if trajectory:
+        fields.append(("what the agent did", render_steps(run) or "(no steps were recorded)"))
+    fields.append((f"agent response (turn {last.index})", run.response))
     return fields
 
 

@@ -193,10 +193,15 @@ class RubricScorer(LLMScorer):
     def __init__(self, model: str | JudgeClient | None = None, criteria: RubricLike | None = None,
                  *, scale: float = 1.0, name: str = "rubric", examples: Any = None,
                  examples_max_tokens: int = 1500, include_trajectory: bool = False,
-                 **judge_options: Any) -> None:
+                 session: bool = False, **judge_options: Any) -> None:
         super().__init__(model, name=name, scale=scale, judge_options=judge_options)
         self.set_examples(examples, kind="rubric", max_tokens=examples_max_tokens)
+        #: judge whole conversations (live: once a session goes idle), not each turn; the
+        #: built-in criteria ``goal_completion`` and ``knowledge_retention`` may be named
+        self.level = "session" if session else "turn"
         self.criteria = parse_rubric(criteria)
+        if session:
+            self.criteria = builtin_criteria(self.criteria)
         if len(self.criteria) > MAX_CRITERIA:
             raise ConfigError(f"a rubric holds at most {MAX_CRITERIA} criteria")
         self._ids = criterion_ids(self.criteria)
@@ -224,13 +229,15 @@ class RubricScorer(LLMScorer):
                 raise ScorerInputError(f"rubric in {source} has a criterion longer than "
                                        f"{MAX_CRITERION_CHARS} characters")
             if criteria:
-                return criteria, source
+                return (builtin_criteria(criteria) if self.level == "session" else criteria,
+                        source)
         return (), "none"
 
     def cache_key(self, run: ScorerRun) -> str | None:
         criteria, _ = self.resolve(run)
-        return digest("rubric", self.judge.fingerprint, self.scale, criteria,
+        return digest(self.name_of_prompt, self.judge.fingerprint, self.scale, criteria,
                       run.system_prompt, run.conversation, run.user_prompt, run.response,
+                      len(run.turns) > 1,
                       self.examples_digest, prompts.trajectory_digest(run, self.include_trajectory
                                                                      or needs_steps(criteria)))
 
@@ -245,7 +252,7 @@ class RubricScorer(LLMScorer):
                         f"score {self.scale:g} by default."))
         if not run.response.strip():
             raise ScorerInputError("the run has no response to judge (empty output)")
-        dynamic = source != "static"
+        dynamic = source not in ("static", "builtin")
         redactor = self.judge.redactor
         if dynamic and redactor is not None:  # what the judge saw, and all that is reported
             criteria = tuple(Criterion(redactor(c.description), c.id, c.required, c.check)
@@ -255,14 +262,19 @@ class RubricScorer(LLMScorer):
         judged = [c for c in criteria if c.check is None]
         if not judged:  # every criterion is a check: no judge call
             return self._result(run, criteria, ids, dynamic, decided, None)
-        request = JudgeRequest(instructions=prompts.RUBRIC_INSTRUCTIONS,
-                               fields=prompts.rubric_fields(judged, run, trajectory=(
-                                   self.include_trajectory)),
-                               answer_model=answer_model(len(judged)),
-                               task=prompts.rubric_task(len(judged)),
-                               examples=self.examples_text)
-        return Question(request, lambda judgement: self._result(
+        return Question(self.request(judged, run), lambda judgement: self._result(
             run, criteria, ids, dynamic, decided, judgement))
+
+    #: What the cache key calls this scorer's prompt (a subclass with its own prompt differs).
+    name_of_prompt = "rubric"
+
+    def request(self, judged: Sequence[Criterion], run: ScorerRun) -> JudgeRequest[Any]:
+        """The judge request for the criteria the judge decides (checks are decided here)."""
+        return JudgeRequest(instructions=prompts.rubric_instructions(run),
+                            fields=prompts.rubric_fields(judged, run,
+                                                         trajectory=self.include_trajectory),
+                            answer_model=answer_model(len(judged)),
+                            task=prompts.rubric_task(len(judged)), examples=self.examples_text)
 
     def _result(self, run: ScorerRun, criteria: tuple[Criterion, ...], ids: tuple[str, ...],
                 dynamic: bool, decided: dict[int, tuple[bool, str]],
@@ -292,6 +304,35 @@ class RubricScorer(LLMScorer):
             scale=self.scale, label="pass" if passed else "fail", passed=passed,
             reason=rubric_reason(analysis, gating_count=len(gating)), analysis=analysis,
             judge=judgement.usage if judgement is not None else None)
+
+
+#: The built-in criteria of conversations, named in a rubric by their id alone (a line
+#: ``goal_completion``): what users ask of a session most.
+BUILTIN_CRITERIA: dict[str, Criterion] = {
+    "goal_completion": Criterion(
+        "By the end of the conversation the agent has achieved what the user set out to do in "
+        "their opening turns (or plainly said why it cannot and what the user can do instead), "
+        "without the user giving up, repeating the request or asking again.",
+        id="goal_completion"),
+    "knowledge_retention": Criterion(
+        "The agent remembers what the user told it in earlier turns: it never asks again for "
+        "information already given, and never contradicts or forgets facts, preferences or "
+        "constraints the user stated.", id="knowledge_retention"),
+}
+
+
+def builtin_criteria(criteria: Sequence[Criterion]) -> tuple[Criterion, ...]:
+    """``criteria`` with each one that names a built-in (its description is exactly
+    ``goal_completion`` or ``knowledge_retention``) replaced by it, keeping ``required``."""
+    out = []
+    for criterion in criteria:
+        builtin = BUILTIN_CRITERIA.get(criterion.description.strip())
+        if builtin is not None and criterion.check is None:
+            out.append(Criterion(builtin.description, criterion.id or builtin.id,
+                                 criterion.required))
+        else:
+            out.append(criterion)
+    return tuple(out)
 
 
 def rubric_reason(analysis: RubricAnalysis, *, gating_count: int) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from otel_scorers.scorers.steps import MAX_STEPS, MAX_TOOLS, Step, ToolCall, ToolDefinition
+from otel_scorers.scorers.turns import Turn, coerce_turns
 
 __all__ = ["Message", "RunLike", "ScorerRun", "messages_from", "text_of", "tool_calls_of"]
 
@@ -49,7 +50,9 @@ class ScorerRun(BaseModel):
     ``request_context`` and ``additional_context`` carry per-run settings such as a dynamic
     ``rubric``; ``input_data`` keeps non-message keys given inside ``input``. ``steps`` are
     what the agent did (tool calls, retrievals, LLM calls, handoffs, in time order) and
-    ``tools`` the tools it could have called, when the telemetry says.
+    ``tools`` the tools it could have called, when the telemetry says. A *session run* holds a
+    whole conversation: ``turns`` (in order) and its ``session_id``; its messages are the
+    turns as chat (:func:`otel_scorers.scorers.session.session_run`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -65,6 +68,8 @@ class ScorerRun(BaseModel):
     steps: tuple[Step, ...] = ()
     steps_dropped: int = 0
     tools: tuple[ToolDefinition, ...] = ()
+    turns: tuple[Turn, ...] = ()
+    session_id: str | None = None
 
     # -- derived views -------------------------------------------------------------------
     @property
@@ -176,6 +181,18 @@ class ScorerRun(BaseModel):
             fields["steps"] = steps
         if tools:
             fields["tools"] = tools
+        turns = coerce_turns(data.get("turns"))
+        if turns:  # a conversation: its turns are the messages (session.session_run)
+            from otel_scorers.scorers.session import session_run
+
+            session = _first(data, "sessionId", "session_id")
+            made = session_run(turns, session_id=str(session) if session is not None else None,
+                               system="\n\n".join(m.content for m in systems) or None,
+                               context=fields["request_context"])
+            fields.update(input_messages=made.input_messages, output=made.output,
+                          turns=made.turns, session_id=made.session_id)
+            if not steps:
+                fields.update(steps=made.steps, steps_dropped=made.steps_dropped)
         run_id = _first(data, "runId", "run_id")
         if run_id is not None:
             fields["run_id"] = str(run_id)

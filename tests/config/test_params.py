@@ -106,3 +106,9 @@ def test_the_runtime_policies_have_the_fields_of_their_settings() -> None:
     assert {f.name for f in dataclasses.fields(Sampling)} == set(SamplingSettings.model_fields)
     assert {f.name for f in dataclasses.fields(Selection)} == {
         *SelectionSettings.model_fields, "predicate"}
+    from otel_scorers.config.settings import SessionSettings
+    from otel_scorers.pipeline.sessions import SessionPolicy
+
+    # the forward endpoint is the gateway's (where turns go), not the store's
+    assert {f.name for f in dataclasses.fields(SessionPolicy)} == {
+        *SessionSettings.model_fields} - {"forward_endpoint"}

@@ -1,0 +1,238 @@
+"""Conversations judged live: the interactions that carry a session key become the turns of
+their session, which is judged whole (one judge call per session scorer) once it goes idle,
+on ``score_sessions()`` and at exit; again, whole, when it resumes. Bounds are counted,
+sampling keeps sessions whole, runs without a session key are judged as before."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from otel_scorers import MultiTurnScorer, PromptAlignmentScorer, RubricScorer
+from otel_scorers.judge.client import JudgeClient
+from otel_scorers.pipeline import ScoringSpanProcessor
+from otel_scorers.pipeline.sampling import Sampling
+from otel_scorers.pipeline import SessionPolicy
+from otel_scorers.pipeline.slots import ScorerSpec
+from otel_scorers.testing import CapturedTelemetry, ScriptedJudgeServer, judge_responder
+from tests.support import genai_attributes
+
+HERE = Path(__file__).resolve().parent
+FAST = SessionPolicy(idle_s=0.3)
+
+
+def converse(telemetry: CapturedTelemetry, key: str | None, turns: int, *, start: int = 1,
+             attribute: str = "session.id", agent: str = "support-bot") -> list[Any]:
+    """``turns`` agent runs of one conversation (``key``: its session id attribute)."""
+    spans = []
+    for number in range(start, start + turns):
+        extra = {attribute: key} if key is not None else {}
+        with telemetry.tracer().start_as_current_span(
+                f"invoke_agent {agent}", attributes=genai_attributes(
+                    prompt=f"question {number} of {key}", answer=f"answer {number} of {key}",
+                    agent=agent, **extra)) as span:
+            spans.append(span)
+    return spans
+
+
+def eventually(check: Callable[[], Any], *, timeout_s: float = 20.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def judged_sessions(server: ScriptedJudgeServer) -> list[str]:
+    """The transcripts the multi-turn judge was shown, one per call."""
+    return [text for request in server.requests
+            for name, text in request.fields.items() if name.startswith("conversation (")]
+
+
+@pytest.mark.parametrize("turns", [1, 3, 30])
+def test_a_session_is_judged_once_with_every_turn_when_it_goes_idle(
+        turns: int, telemetry: CapturedTelemetry, judge: JudgeClient,
+        judge_server: ScriptedJudgeServer, make_processor: Any) -> None:
+    judge_server.responder = judge_responder()
+    processor = make_processor([MultiTurnScorer(judge)], sessions=FAST)
+    spans = converse(telemetry, "conv-1", turns)
+    assert processor.force_flush(10_000)  # the turns are in; the session is not idle yet
+    evaluated = eventually(lambda: telemetry.evaluation_spans("multi_turn"),
+                           what="the session's evaluation")
+    assert processor.force_flush(10_000)
+    assert len(evaluated) == 1 and len(judge_server.requests) == 1  # one call, whole session
+    transcript = judged_sessions(judge_server)[0]
+    for number in range(1, turns + 1):
+        assert f"Turn {number} - user: question {number} of conv-1" in transcript
+        assert f"Turn {number} - assistant: answer {number} of conv-1" in transcript
+    span = evaluated[0]
+    attrs = dict(span.attributes or {})
+    assert attrs["gen_ai.conversation.id"] == attrs["otel_scorers.session.id"] == "conv-1"
+    assert (attrs["otel_scorers.session.first_turn"], attrs["otel_scorers.session.last_turn"],
+            attrs["otel_scorers.session.turns"]) == (1, turns, turns)
+    assert attrs["otel_scorers.session.new_turns"] == turns
+    assert attrs["otel_scorers.session.trigger"] == "idle"
+    assert attrs["gen_ai.evaluation.score.label"] == "pass"
+    # reported on the last turn's span, in its trace
+    last = spans[-1].get_span_context()
+    assert span.parent is not None and span.parent.span_id == last.span_id
+    assert span.context.trace_id == last.trace_id
+    event = [r for r in telemetry.logs() if r.log_record.attributes.get(
+        "otel_scorers.session.id") == "conv-1"]
+    assert len(event) == 1 and event[0].log_record.span_id == last.span_id
+    assert processor.stats()["multi_turn"] == {"selected": 1, "scored": 1}
+    assert telemetry.metric_value("otel_scorers.session.turns", scorer="multi_turn") is not None
+
+
+def test_the_turns_come_in_before_the_idle_time_and_a_resumed_session_is_judged_again_whole(
+        telemetry: CapturedTelemetry, judge: JudgeClient, judge_server: ScriptedJudgeServer,
+        make_processor: Any) -> None:
+    judge_server.responder = judge_responder()
+    processor = make_processor([MultiTurnScorer(judge)], sessions=SessionPolicy(idle_s=1.0))
+    converse(telemetry, "conv-2", 2)
+    assert processor.force_flush(10_000)
+    time.sleep(0.4)
+    assert not judge_server.requests  # not idle yet
+    eventually(lambda: telemetry.evaluation_spans("multi_turn"), what="the first evaluation")
+    converse(telemetry, "conv-2", 1, start=3)  # the user comes back
+    second = eventually(lambda: telemetry.evaluation_spans("multi_turn")[1:],
+                        what="the evaluation after the resume")
+    attrs = dict(second[0].attributes or {})
+    assert (attrs["otel_scorers.session.first_turn"], attrs["otel_scorers.session.last_turn"],
+            attrs["otel_scorers.session.new_turns"]) == (1, 3, 1)
+    transcript = judged_sessions(judge_server)[1]
+    assert "Turn 1 - user: question 1 of conv-2" in transcript
+    assert "Turn 3 - user: question 3 of conv-2" in transcript
+    assert processor.stats()["multi_turn"] == {"selected": 2, "scored": 2}
+
+
+def test_score_sessions_judges_now_and_runs_without_a_key_are_judged_per_turn_as_before(
+        telemetry: CapturedTelemetry, judge: JudgeClient, judge_server: ScriptedJudgeServer,
+        make_processor: Any) -> None:
+    judge_server.responder = judge_responder()
+    processor = make_processor([RubricScorer(judge, "- greets the user"),
+                                MultiTurnScorer(judge, name="conversation")],
+                               sessions=SessionPolicy(idle_s=3600))
+    converse(telemetry, "conv-3", 2, attribute="gen_ai.conversation.id")
+    converse(telemetry, None, 1)  # no session key: a turn scorer's run, no session
+    assert processor.force_flush(10_000)
+    assert len(telemetry.evaluation_spans("rubric")) == 3  # every turn, as before
+    assert not telemetry.evaluation_spans("conversation")  # an hour from idle
+    assert processor.score_sessions(timeout_millis=10_000)
+    sessions = telemetry.evaluation_spans("conversation")
+    assert len(sessions) == 1
+    attrs = dict(sessions[0].attributes or {})
+    assert attrs["otel_scorers.session.trigger"] == "requested"
+    assert attrs["otel_scorers.session.turns"] == 2
+    assert processor.stats()["conversation"] == {"selected": 1, "scored": 1}
+    assert processor.health()["sessions"] == {"open": 0, "held": 1}  # kept for a resume
+    assert processor.score_sessions(timeout_millis=1_000)  # nothing new: no second call
+    assert len(telemetry.evaluation_spans("conversation")) == 1
+
+
+def test_rubric_and_alignment_in_session_mode_see_the_goal_and_the_whole_conversation(
+        telemetry: CapturedTelemetry, judge: JudgeClient, judge_server: ScriptedJudgeServer,
+        make_processor: Any) -> None:
+    judge_server.responder = judge_responder(user=(0.9, 0.8, 1.0, 1.0))
+    processor = make_processor([
+        RubricScorer(judge, "- goal_completion\n- stays polite", name="session_rubric",
+                     session=True),
+        PromptAlignmentScorer(judge, name="session_alignment", session=True,
+                              evaluation_mode="user")], sessions=FAST)
+    converse(telemetry, "conv-4", 3)
+    assert processor.force_flush(10_000)
+    eventually(lambda: len(telemetry.evaluation_spans()) == 2, what="two session evaluations")
+    by_kind = {("criteria" if "rubric criteria" in r.fields else "alignment"): r.fields
+               for r in judge_server.requests}
+    for fields in by_kind.values():
+        assert fields["user's goal (their opening turns)"].startswith("Turn 1: question 1")
+        assert "Turn 2 - assistant: answer 2 of conv-4" in fields[
+            "conversation before the last turn (turns 1-2)"]
+        assert fields["user request (turn 3)"] == "question 3 of conv-4"
+        assert fields["agent response (turn 3)"] == "answer 3 of conv-4"
+    assert "the user set out to do in their opening turns" in by_kind["criteria"][
+        "rubric criteria"]  # goal_completion is the built-in criterion
+    rubric = telemetry.evaluation_spans("session_rubric")[0]
+    assert (rubric.attributes or {})["otel_scorers.criterion.goal_completion.satisfied"] is True
+    alignment = telemetry.evaluation_spans("session_alignment")[0]
+    assert (alignment.attributes or {})["gen_ai.evaluation.score.value"] == 0.9
+
+
+def test_bounds_are_counted_and_the_transcript_names_the_gap(
+        telemetry: CapturedTelemetry, judge: JudgeClient, judge_server: ScriptedJudgeServer,
+        make_processor: Any) -> None:
+    judge_server.responder = judge_responder()
+    processor = make_processor([MultiTurnScorer(judge)], sessions=SessionPolicy(
+        idle_s=3600, max_turns=3, max_sessions=2))
+    converse(telemetry, "long", 5)
+    assert processor.force_flush(10_000)
+    converse(telemetry, "second", 1)
+    converse(telemetry, "third", 1)  # a third session: the least recent ("long") makes room
+    assert processor.force_flush(10_000)
+    first = eventually(lambda: telemetry.evaluation_spans("multi_turn"),
+                       what="the evicted session judged early")
+    attrs = dict(first[0].attributes or {})
+    assert attrs["otel_scorers.session.id"] == "long"
+    assert attrs["otel_scorers.session.trigger"] == "evicted"
+    assert (attrs["otel_scorers.session.turns"], attrs["otel_scorers.session.last_turn"],
+            attrs["otel_scorers.session.dropped_turns"]) == (3, 5, 2)
+    transcript = judged_sessions(judge_server)[0]
+    assert "Turn 1 - user: question 1 of long" in transcript  # the goal is kept
+    assert "question 2 of long" not in transcript and "question 3 of long" not in transcript
+    assert "Turn 4 - user: question 4 of long" in transcript  # numbers stay true
+    assert telemetry.metric_value("otel_scorers.session.turns_dropped",
+                                  reason="turn_limit") == 2
+    assert telemetry.metric_value("otel_scorers.sessions.evicted", judged="true") == 1
+    assert processor.score_sessions(timeout_millis=10_000)
+    assert sorted((s.attributes or {})["otel_scorers.session.id"]
+                  for s in telemetry.evaluation_spans("multi_turn")) == ["long", "second", "third"]
+
+
+def test_sampling_is_per_session_so_a_session_is_judged_whole_or_not_at_all(
+        telemetry: CapturedTelemetry, judge: JudgeClient, judge_server: ScriptedJudgeServer,
+        make_processor: Any) -> None:
+    judge_server.responder = judge_responder()
+    scorer = ScorerSpec(MultiTurnScorer(judge), Sampling(ratio=0.5, salt="s"))
+    processor = make_processor([scorer], sessions=SessionPolicy(idle_s=3600))
+    keys = [f"conv-{i}" for i in range(40)]
+    for key in keys:
+        converse(telemetry, key, 2)
+    assert processor.score_sessions(timeout_millis=20_000)
+    judged = {(s.attributes or {})["otel_scorers.session.id"]: s
+              for s in telemetry.evaluation_spans("multi_turn")}
+    assert 8 < len(judged) < 32  # about half
+    assert all((s.attributes or {})["otel_scorers.session.turns"] == 2 for s in judged.values())
+    # the decision is a pure function of the key: another process decides alike
+    other = ScoringSpanProcessor([ScorerSpec(MultiTurnScorer(judge), Sampling(ratio=0.5,
+                                                                              salt="s"))],
+                                 sessions=SessionPolicy(idle_s=3600))
+    assert other._sessions is not None
+    assert {k for k in keys if other._sessions.sampled(k)} == set(judged)
+    other.shutdown()
+    counts = processor.stats()["multi_turn"]
+    assert counts == {"selected": 40, "scored": len(judged), "sampled_out": 40 - len(judged)}
+
+
+def test_open_sessions_are_judged_at_exit(tmp_path: Path,
+                                          judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder()
+    spans = tmp_path / "spans.jsonl"
+    out = subprocess.run([sys.executable, str(HERE / "exit_app.py"), judge_server.url,
+                          str(spans), "30", "session"], capture_output=True, text=True,
+                         timeout=180, check=False)
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(line) for line in spans.read_text().splitlines()]
+    sessions = [s for s in lines if s["name"] == "gen_ai.evaluation multi_turn"]
+    assert len(sessions) == 1, [s["name"] for s in lines]
+    assert sessions[0]["attributes"]["otel_scorers.session.trigger"] == "exit"
+    assert sessions[0]["attributes"]["otel_scorers.session.turns"] == 2
