@@ -46,7 +46,8 @@ def prometheus_names() -> dict[str, str]:
         names.METRIC_JUDGE_DURATION: ("histogram", "_seconds"),
         names.METRIC_GATEWAY_FORWARD_DURATION: ("histogram", "_seconds"),
         names.METRIC_QUEUE_DEPTH: ("gauge", ""), names.METRIC_HELD_SPANS: ("gauge", ""),
-        names.METRIC_SESSION_SCORE: ("histogram", ""), names.METRIC_SESSION_TURNS: ("histogram", ""),
+        names.METRIC_SESSION_SCORE: ("histogram", ""),
+        names.METRIC_SESSION_TURNS: ("histogram", ""),
         names.METRIC_SESSIONS_OPEN: ("gauge", ""), names.METRIC_SESSIONS_HELD: ("gauge", ""),
         **{value: ("gauge", "") for key, value in vars(names).items()
            if key.startswith("METRIC_CALIBRATION_")},

@@ -17,9 +17,8 @@ import pytest
 
 from otel_scorers import MultiTurnScorer, PromptAlignmentScorer, RubricScorer
 from otel_scorers.judge.client import JudgeClient
-from otel_scorers.pipeline import ScoringSpanProcessor
+from otel_scorers.pipeline import ScoringSpanProcessor, SessionPolicy
 from otel_scorers.pipeline.sampling import Sampling
-from otel_scorers.pipeline import SessionPolicy
 from otel_scorers.pipeline.slots import ScorerSpec
 from otel_scorers.testing import CapturedTelemetry, ScriptedJudgeServer, judge_responder
 from tests.support import genai_attributes
