@@ -175,6 +175,14 @@ class SessionSettings(_Strict):
     #: keeping it here
     forward_endpoint: str | None = None
 
+    @model_validator(mode="after")
+    def _endpoint_is_http(self) -> SessionSettings:
+        endpoint = self.forward_endpoint
+        if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+            raise ValueError("sessions.forward_endpoint must be an http:// or https:// URL "
+                             "(an OTLP/HTTP receiver)")
+        return self
+
 
 class PhoenixSettings(_Strict):
     """Where results are written as Phoenix span annotations (off without an endpoint)."""

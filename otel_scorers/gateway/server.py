@@ -22,6 +22,10 @@
    either order). Metrics are forwarded only. A slow or hung judge therefore never delays or
    drops forwarded data; at worst runs are dropped unscored, counted.
 
+Turn records (a gateway fleet's session turns, :mod:`otel_scorers.pipeline.turn_records`) are
+taken out of ``/v1/logs`` requests first: kept for the session scorers (or dropped and counted
+without one), never forwarded upstream.
+
 Memory is bounded by ``max_inflight`` requests of at most ``max_body_bytes`` each (decoded
 size; see the README for the measured bound), plus the pipeline's queue and buffer.
 
@@ -55,8 +59,9 @@ from otel_scorers.gateway.content import strip_logs, strip_spans
 from otel_scorers.gateway.security import BearerAuth, mask, safe_url, url_secrets
 from otel_scorers.otlp import OTLPDecodeError, spans_of
 from otel_scorers.otlp.bodies import SIGNALS, decode
-from otel_scorers.otlp.logs import records_of
+from otel_scorers.otlp.logs import records_of, take_records
 from otel_scorers.pipeline.processor import ScoringSpanProcessor
+from otel_scorers.pipeline.turn_records import TURN_EVENT
 
 __all__ = ["Gateway"]
 
@@ -209,6 +214,15 @@ class Gateway:
                 return 503, "gateway busy: too many requests in flight"
             self._inflight += 1
         try:
+            if signal == "logs":
+                turns, left = await asyncio.to_thread(
+                    take_records, decoded, TURN_EVENT)  # type: ignore[arg-type]
+                if turns:  # a fleet's turn records: judged here, never forwarded upstream
+                    payload = None
+                    await asyncio.to_thread(self.processor.receive_turns, turns)
+                    if not left:
+                        self._count(signal, "turns")
+                        return 200, ""
             if payload is None:
                 payload = await asyncio.to_thread(self._payload_of, signal, decoded)
             started = time.monotonic()

@@ -44,6 +44,7 @@ from otel_scorers.pipeline.sampling import Boost, Sampler, Sampling
 from otel_scorers.pipeline.selection import Selection, Selector
 from otel_scorers.pipeline.sessions import SessionPolicy, Sessions, SessionStore
 from otel_scorers.pipeline.slots import ScorerSpec, Slot
+from otel_scorers.pipeline.turn_records import TurnForwarder
 from otel_scorers.scorers.alignment import PromptAlignmentScorer
 from otel_scorers.scorers.base import Scorer
 from otel_scorers.scorers.checks import ChecksScorer
@@ -147,7 +148,10 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
         steps=any(getattr(slot.scorer, "uses_steps", False) for slot in every)
         or any(needs_steps(rubric) for rubric in configured.values()), sinks=sinks,
         sessions=Sessions(session_slots, store[0], counts, keep_steps=any(
-            getattr(slot.scorer, "uses_steps", False) for slot in session_slots))
+            getattr(slot.scorer, "uses_steps", False) for slot in session_slots),
+            forward=TurnForwarder(settings.sessions.forward_endpoint)
+            if settings.sessions.forward_endpoint else None,
+            rubric_for=lambda agent: configured.get(agent or "", configured.get("*")))
         if store else None)
     return Parts(slots=slots, selector=selector,
                  buffer=buffer, counts=counts, evaluation=evaluation,

@@ -123,6 +123,8 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
         self._assemble(parts, settings)
         self._shutdown = False
         self._shutdown_lock = threading.Lock()
+        #: turn records received with no session scorer to keep them (dropped)
+        self.turn_records_dropped = 0
         self._register()
 
     def _assemble(self, parts: build.Parts, settings: build.Settings) -> None:
@@ -197,7 +199,10 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
         sessions = self._sessions
         return {"scorers": view, "pending": self._worker.depth + self._worker.inflight,
                 **({"sessions": {"open": sessions.store.open_count(),
-                                 "held": len(sessions.store)}} if sessions is not None else {}),
+                                 "held": len(sessions.store),
+                                 **({"invalid_records": sessions.invalid_records}
+                                    if sessions.invalid_records else {})}}
+                   if sessions is not None else {}),
                 **({"sinks": self._sinks.totals()} if self._sinks is not None else {}),
                 **({"disabled_because": self.disabled_because}
                    if self.disabled_because else {})}
@@ -305,6 +310,25 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
         self._judge_sessions(self._sessions.store.take(key))
         return self._settle(deadline)
 
+    def receive_turns(self, records: Sequence[Any]) -> None:
+        """Turn records sent by a gateway of the fleet (records with ``attributes``,
+        ``body``, ``trace_id`` and ``span_id``): each is kept as the next turn of its session,
+        when sampled here. Without a session scorer they are dropped, counted, and said
+        once: they carry content, and are never forwarded."""
+        sessions = self._sessions
+        if sessions is None:
+            self.turn_records_dropped += len(records)
+            self._log_once("turns", "otel-scorers: turn records of a session fleet arrived, "
+                           "but no session scorer is configured here: they were dropped. To "
+                           "fix: configure the same scorers on every gateway of the fleet")
+            return
+        for record in records:
+            if not sessions.receive(record.attributes, record.body, record.trace_id,
+                                    record.span_id):
+                self._log_once("turn_invalid", "otel-scorers: a turn record could not be "
+                               "read (no session key, or no answer): it was dropped (counted "
+                               "in health()['sessions']['invalid_records'])")
+
     def _judge_sessions(self, due: Sequence[tuple[OpenSession, str]]) -> None:
         sessions = self._sessions
         if sessions is None or not due:
@@ -382,6 +406,8 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
         if self._sessions is not None and settled:  # conversations end with the process
             self._judge_sessions(self._sessions.store.take(trigger="exit"))
             settled = self._settle(deadline)
+            if self._sessions.forward is not None:  # the turns on their way to the fleet
+                self._sessions.forward.flush(deadline - time.monotonic())
         self._decider.warn_unselected()
         if self._sinks is not None:
             self._sinks.close(deadline - time.monotonic())
@@ -418,6 +444,8 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
             self._enriched.shutdown()
         if self._sinks is not None:
             self._sinks.close(self.settings.shutdown_timeout_s)
+        if self._sessions is not None and self._sessions.forward is not None:
+            self._sessions.forward.shutdown()
         if self._evaluation.isolated is not None:
             try:
                 background_loop.submit(self._evaluation.close()).result(timeout=10.0)

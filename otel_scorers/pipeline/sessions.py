@@ -28,7 +28,7 @@ import bisect
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +40,7 @@ from otel_scorers.emit import names as n
 from otel_scorers.emit.names import Decision
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.slots import Slot
+from otel_scorers.pipeline.turn_records import TurnForwarder, turn_of_record
 from otel_scorers.scorers.run import ScorerRun
 from otel_scorers.scorers.session import session_run
 from otel_scorers.scorers.steps import Step
@@ -192,6 +193,9 @@ class SessionStore:
             if session is None:
                 self._make_room()
                 session = OpenSession(key, slots)
+            if turn.span_id and any(t.span_id == turn.span_id and t.trace_id == turn.trace_id
+                                    for t in session.turns):
+                return  # the same interaction again (a retried delivery): one turn
             starts = [t.start_ns for t in session.turns]
             session.turns.insert(bisect.bisect_right(starts, turn.start_ns), turn)
             session.chars += turn.size
@@ -293,12 +297,18 @@ class Sessions:
     """Session scoring in a processor: which sessions are sampled, their turns, their jobs."""
 
     def __init__(self, slots: Sequence[Slot], store: SessionStore, counts: DecisionCounts, *,
-                 keep_steps: bool) -> None:
+                 keep_steps: bool, forward: TurnForwarder | None = None,
+                 rubric_for: Callable[[str | None], Any] | None = None) -> None:
         self.slots = tuple(slots)
         self.store = store
         self.counts = counts
         self.key_attributes = store.policy.key_attributes
         self.keep_steps = keep_steps
+        #: a gateway fleet: turns go there (to the gateway judging their session), not here
+        self.forward = forward
+        self._rubric_for = rubric_for or (lambda _agent: None)
+        #: turn records received that could not be read
+        self.invalid_records = 0
         self._names = tuple(slot.name for slot in self.slots)
         self._by_name = {slot.name: slot for slot in self.slots}
         self._unsampled: OrderedDict[str, None] = OrderedDict()
@@ -307,6 +317,8 @@ class Sessions:
     def reset_after_fork(self) -> None:
         self.store.reset_after_fork()
         self._unsampled = OrderedDict()
+        if self.forward is not None:  # its exporter thread is the parent's
+            self.forward = self.forward.fresh()
         self._lock = threading.Lock()
 
     def sampled(self, key: str) -> tuple[str, ...]:
@@ -329,15 +341,40 @@ class Sessions:
                  *, agent: str | None, rubric: Any = None) -> None:
         """The captured run of an interaction of session ``key``, as its next turn."""
         context = span.context
-        steps: tuple[Step, ...] = ()
-        if self.keep_steps:
-            steps = tuple(_small(step) for step in run.steps if step.kind != "llm")[
-                :MAX_TURN_STEPS]
-        turn = Turn.of(0, run.user_prompt or "", run.response, agent=agent, steps=steps)
-        self.store.add(key, slots, StoredTurn(
-            turn, span.start_time or 0, context.trace_id if context else 0,
-            context.span_id if context else 0, span.name), system=run.system_prompt,
-            agent=agent, rubric=rubric)
+        turn = Turn.of(0, run.user_prompt or "", run.response, agent=agent,
+                       steps=self._kept(run.steps))
+        trace_id, span_id = (context.trace_id, context.span_id) if context else (0, 0)
+        if self.forward is not None:
+            self.forward.send(key, turn, start_ns=span.start_time or 0, trace_id=trace_id,
+                              span_id=span_id, span_name=span.name, system=run.system_prompt)
+            return
+        self.store.add(key, slots, StoredTurn(turn, span.start_time or 0, trace_id, span_id,
+                                              span.name), system=run.system_prompt,
+                       agent=agent, rubric=rubric)
+
+    def receive(self, attributes: Mapping[str, Any], body: Any, trace_id: int,
+                span_id: int) -> bool:
+        """A turn record from another gateway (:mod:`.turn_records`): kept when its session
+        is sampled here; ``False`` when it cannot be read (counted)."""
+        received = turn_of_record(attributes, body, trace_id, span_id)
+        if received is None:
+            self.invalid_records += 1
+            return False
+        slots = self.sampled(received.key)
+        if slots:
+            turn = received.turn.model_copy(update={"steps": self._kept(received.turn.steps)})
+            self.store.add(received.key, slots, StoredTurn(
+                turn, received.start_ns, received.trace_id, received.span_id,
+                received.span_name), system=received.system, agent=turn.agent,
+                rubric=self._rubric_for(turn.agent))
+        return True
+
+    def _kept(self, steps: Sequence[Step]) -> tuple[Step, ...]:
+        """What a session keeps of a turn's steps: none unless a session scorer reads them;
+        then its tool calls, retrievals and handoffs, cut short."""
+        if not self.keep_steps:
+            return ()
+        return tuple(_small(step) for step in steps if step.kind != "llm")[:MAX_TURN_STEPS]
 
     def jobs(self, due: Sequence[tuple[OpenSession, str]]) -> list[SessionJob]:
         """Each due session as a job of the scorers that sampled it (rate limits applied and
