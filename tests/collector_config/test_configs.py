@@ -92,7 +92,8 @@ def test_collector_config_is_wired(name: str) -> None:
     config: dict[str, Any] = yaml.safe_load((CONFIG / name).read_text())
     service = config["service"]
     used: dict[str, set[str]] = {kind: set() for kind in KNOWN}
-    assert set(service["pipelines"]) == {"traces", "metrics", "logs"}, "every signal is wired"
+    signals = {pipeline.split("/")[0] for pipeline in service["pipelines"]}
+    assert signals == {"traces", "metrics", "logs"}, "every signal is wired"
     for pipeline_name, pipeline in service["pipelines"].items():
         assert pipeline.get("receivers") and pipeline.get("exporters"), pipeline_name
         for kind in ("receivers", "processors", "exporters"):
@@ -119,6 +120,21 @@ def test_loadbalancing_routes_traces_by_trace_id() -> None:
     assert "otlp" in exporter["protocol"]  # OTLP/gRPC: the gateways' --grpc-port
     assert config["service"]["pipelines"]["traces"]["exporters"] == ["load_balancing"]
     assert len(exporter["resolver"]["static"]["hostnames"]) >= 2
+
+
+def test_loadbalancing_routes_turn_records_by_session_to_the_same_gateways() -> None:
+    from otel_scorers.pipeline.turn_records import KEY_ATTRIBUTE
+
+    config = yaml.safe_load((CONFIG / "otelcol-loadbalancing.yaml").read_text())
+    sessions = config["exporters"]["load_balancing/sessions"]
+    assert sessions["routing_key"] == "attributes"
+    assert sessions["routing_attributes"] == [KEY_ATTRIBUTE]
+    assert sessions["resolver"] == config["exporters"]["load_balancing"]["resolver"]
+    turns = config["service"]["pipelines"]["logs/turns"]
+    assert turns["receivers"] == ["otlp/turns"] and turns["exporters"] == [
+        "load_balancing/sessions"]
+    # the application's own logs never take the turns' route
+    assert "otlp/turns" not in config["service"]["pipelines"]["logs"]["receivers"]
 
 
 def test_the_local_prometheus_config_differs_only_in_its_targets() -> None:

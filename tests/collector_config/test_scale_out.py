@@ -9,6 +9,11 @@ stops:
 - if it stays down past ``GATEWAY_RETRY_MAX_ELAPSED``, its traces are dropped, and every dropped
   span is counted in the Collector's error log (``dropped_items``): no silent loss. They are not
   re-routed to the other gateway (the static resolver keeps a fixed ring).
+
+Sessions across the fleet: conversations whose turns are separate traces, spread over both
+gateways by trace id; each gateway sends the turns it assembles to the Collector's turns
+pipeline, which routes them by session to one gateway: every session is judged exactly once,
+with every turn, by one gateway, and no turn record goes past the gateways.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from tests.binaries import (
     jaeger,
     jaeger_traces,
     parent_of,
+    tags,
 )
 from tests.support import free_port, genai_attributes
 
@@ -194,3 +200,88 @@ def test_a_gateway_that_stays_down_loses_only_counted_spans(
         assert lost and set(scored) < set(sent)  # both gateways had a share
         assert dropped_spans(lb) == sum(sent[t] for t in lost), (lost_spans, lost)
         assert set(scored.values()) == {SCORERS}  # the other gateway's share, scored once
+
+
+def send_conversations(endpoint: str, service: str, sessions: int, turns: int) -> list[str]:
+    """``sessions`` conversations of ``turns`` turns, each turn its own trace, the sessions
+    interleaved, plus one run without a session per round; returns the session keys."""
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(BatchSpanProcessor(
+        OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces"), schedule_delay_millis=100))
+    tracer = provider.get_tracer("app")
+    keys = [f"{service}-conversation-{i}" for i in range(sessions)]
+    for turn in range(1, turns + 1):
+        for key in keys:
+            attributes = genai_attributes(prompt=f"{key} question {turn}",
+                                          answer=f"{key} answer {turn}", **{"session.id": key})
+            with tracer.start_as_current_span("invoke_agent support", attributes=attributes):
+                pass
+        with tracer.start_as_current_span("invoke_agent support", attributes=genai_attributes(
+                prompt=f"no session {turn}")):
+            pass
+    provider.shutdown()
+    return keys
+
+
+def test_sessions_spread_over_traces_and_gateways_are_each_judged_once_with_every_turn(
+        backend: tuple[Service, Service, Path], judge: ScriptedJudgeServer) -> None:
+    store, main, work = backend
+    turns_port, grpc_ports = free_port(), [free_port(), free_port()]
+    config = work / "sessions.yaml"
+    config.write_text(json.dumps({
+        "judge": {"model": judge.model, "api_base": judge.url, "api_key": "k", "timeout_s": 30},
+        "scorers": [{"type": "multi_turn"}],
+        "sessions": {"idle_s": 3, "forward_endpoint": f"http://127.0.0.1:{turns_port}"}}))
+    lb_work = work / "lb-sessions"
+    lb_work.mkdir()
+    before = len(judge.requests)
+    with contextlib.ExitStack() as running:
+        gateways = [running.enter_context(gateway(
+            config, main.addresses["http"], work, name=f"session-gateway-{n + 1}",
+            grpc_port=port)) for n, port in enumerate(grpc_ports)]
+        # one Collector, both tiers: traces by trace id, turn records by session
+        lb = running.enter_context(collector(
+            "otelcol-loadbalancing.yaml", lb_work,
+            SCORING_GATEWAY_1=f"127.0.0.1:{grpc_ports[0]}",
+            SCORING_GATEWAY_2=f"127.0.0.1:{grpc_ports[1]}",
+            COLLECTOR_OTLP_HTTP_ENDPOINT=main.addresses["http"],
+            TURNS_HTTP_ENDPOINT=f"127.0.0.1:{turns_port}"))
+        keys = send_conversations(lb.addresses["http"], "sessions-app", sessions=12, turns=3)
+
+        def judged() -> list[int] | None:
+            counts = [get_json(f"{g.addresses['http']}/health")["decisions"].get(
+                "multi_turn", {}).get("scored", 0) for g in gateways]
+            return counts if sum(counts) >= len(keys) else None
+
+        per_gateway = eventually(judged, timeout_s=120, what="12 sessions judged")
+        assert sum(per_gateway) == len(keys) and all(per_gateway), per_gateway
+
+        def evaluations() -> dict[str, dict[str, object]] | None:
+            found = {}
+            for trace in jaeger_traces(store.addresses["query"], "sessions-app"):
+                for span in trace["spans"]:
+                    if span["operationName"] == "gen_ai.evaluation multi_turn":
+                        found.setdefault(str(tags(span)["otel_scorers.session.id"]), []).append(
+                            tags(span))
+            return found if len(found) == len(keys) else None
+
+        found = eventually(evaluations, what="the 12 session evaluations in Jaeger")
+        assert set(found) == set(keys)
+        for key, spans in found.items():
+            assert len(spans) == 1, (key, spans)  # once
+            assert (spans[0]["otel_scorers.session.turns"],
+                    spans[0]["otel_scorers.session.new_turns"]) == (3, 3), spans[0]
+    transcripts = [fields for request in judge.requests[before:]
+                   for name, fields in request.fields.items() if name.startswith("conversation")]
+    assert len(transcripts) == len(keys)  # one judge call per session
+    for key in keys:
+        (transcript,) = [t for t in transcripts if f"{key} question 1" in t]
+        for turn in (1, 2, 3):  # every turn, in order, whichever gateway assembled it
+            assert f"Turn {turn} - user: {key} question {turn}" in transcript
+    events = Path(main.addresses["events"])
+    lines = events.read_text().splitlines() if events.exists() else []
+    names = {record.get("eventName") for line in lines
+             for resource in json.loads(line)["resourceLogs"]
+             for scope in resource["scopeLogs"] for record in scope["logRecords"]}
+    assert "gen_ai.evaluation.result" in names  # the session evaluations' events went on
+    assert "otel_scorers.session.turn" not in names  # the turn records did not
