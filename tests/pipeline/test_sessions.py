@@ -235,3 +235,56 @@ def test_open_sessions_are_judged_at_exit(tmp_path: Path,
     assert len(sessions) == 1, [s["name"] for s in lines]
     assert sessions[0]["attributes"]["otel_scorers.session.trigger"] == "exit"
     assert sessions[0]["attributes"]["otel_scorers.session.turns"] == 2
+
+
+def test_a_real_agents_sdk_conversation_is_one_session(
+        telemetry: CapturedTelemetry, judge: JudgeClient, judge_server: ScriptedJudgeServer,
+        make_processor: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The OpenAI Agents SDK traced by OpenInference, ``using_session`` around each turn (what
+    a chat backend does per request): three workflow traces, one session of three turns."""
+    import asyncio
+
+    from openai import AsyncOpenAI
+    from openinference.instrumentation import using_session
+    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    from otel_scorers.testing import reply
+
+    judge_server.responder = judge_responder()
+    monkeypatch.setenv("OPENAI_API_KEY", "app-key")
+    instrumentor = OpenAIAgentsInstrumentor()
+    instrumentor.instrument(tracer_provider=telemetry.tracer_provider)
+    try:
+        import agents
+
+        processor = make_processor([RubricScorer(judge, "- answers the question"),
+                                    MultiTurnScorer(judge)], sessions=SessionPolicy(idle_s=3600))
+        with ScriptedJudgeServer() as app_llm:
+            app_llm.script(reply("Paris is the capital of France."),
+                           reply("About 2.1 million people live in Paris."),
+                           reply("You asked about France's capital, Paris."))
+            llm = agents.OpenAIChatCompletionsModel(
+                model="gpt-4o-mini", openai_client=AsyncOpenAI(base_url=app_llm.url,
+                                                               api_key="app-key"))
+            agent = agents.Agent(name="geo", instructions="Answer briefly.", model=llm)
+
+            async def chat() -> None:
+                for question in ("What is the capital of France?",
+                                 "How many people live there?", "What did I ask first?"):
+                    with using_session("chat-42"):
+                        await agents.Runner.run(agent, question)
+
+            asyncio.run(chat())
+        assert processor.force_flush(20_000)
+        assert len(telemetry.evaluation_spans("rubric")) == 3  # each turn, as ever
+        assert processor.score_sessions(timeout_millis=20_000)
+    finally:
+        instrumentor.uninstrument()
+    (session,) = telemetry.evaluation_spans("multi_turn")
+    attrs = dict(session.attributes or {})
+    assert attrs["otel_scorers.session.id"] == "chat-42"
+    assert attrs["otel_scorers.session.turns"] == 3
+    (transcript,) = judged_sessions(judge_server)
+    assert "Turn 1 - user: What is the capital of France?" in transcript
+    assert "Turn 2 - assistant: About 2.1 million people live in Paris." in transcript
+    assert "Turn 3 - user: What did I ask first?" in transcript
