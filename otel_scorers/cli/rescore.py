@@ -93,8 +93,8 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
             if estimated.hint:
                 console.print(f"note: {estimated.hint}", markup=False, highlight=False)
             return
-        outcome = _judge(rescorer, files, plan.to_judge, out_path, restart, limit, done,
-                         console, progress)
+        outcome, sessions = _judge(rescorer, files, plan.to_judge, out_path, restart, limit,
+                                   done, console, progress)
     except OutputError as exc:  # `rescore ... | head -1`, a full disk: one line, exit 1
         if output is None:
             _quiet_stdout()
@@ -112,6 +112,7 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
     console.print(f"results: {outcome['scored']} scored, {outcome['skipped']} skipped, "
                   f"{outcome['error']} errors, "
                   f"{outcome['not_captured']} runs without usable content"
+                  + (f" ({sessions} sessions judged whole)" if sessions else "")
                   + (f"; written to {output}" if output else "")
                   + "".join(f"; {row.get('written', 0)} written to {name}"
                             for name, row in sinks.items())
@@ -130,8 +131,9 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
 
 def _judge(rescorer: Any, files: tuple[str, ...], total: int, out_path: Path | None,
            restart: bool, limit: int | None, done: set[tuple[str, str, str]], console: Any,
-           progress: bool | None) -> dict[str, int]:
-    """Judge the runs, writing each result line as it comes, with a progress bar."""
+           progress: bool | None) -> tuple[dict[str, int], int]:
+    """Judge the runs, writing each result line as it comes, with a progress bar; the
+    outcome counts and the sessions judged."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -167,7 +169,7 @@ def _judge(rescorer: Any, files: tuple[str, ...], total: int, out_path: Path | N
     finally:
         if stream is not sys.stdout:
             stream.close()
-    return dict(plan.outcome)
+    return dict(plan.outcome), plan.sessions
 
 
 def _quiet_stdout() -> None:

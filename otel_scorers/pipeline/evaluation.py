@@ -147,9 +147,12 @@ class Evaluation:
         return agent_name(span, self.mapping)
 
     def _rubric_for(self, span: ReadableSpan, agent: str | None = None) -> RubricLike | None:
+        return self.rubric_for_agent(agent or self.agent_of(span))
+
+    def rubric_for_agent(self, agent: str | None) -> RubricLike | None:
+        """The configured rubric of ``agent`` (``"*"``: any agent), or ``None``."""
         if not self.rubrics:
             return None
-        agent = agent or self.agent_of(span)
         chosen: RubricLike | None = self.rubrics.get(agent or "", self.rubrics.get("*"))
         return chosen
 

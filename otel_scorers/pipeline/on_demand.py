@@ -8,17 +8,20 @@ methods are a mixin of :class:`~otel_scorers.pipeline.processor.ScoringSpanProce
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_scorers import background_loop
 from otel_scorers.capture import Captured, attribute_dict
 from otel_scorers.capture.pieces import Piece
+from otel_scorers.capture.sessions import DEFAULT_SESSION_KEYS, session_key
 from otel_scorers.emit import names as n
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.evaluation import Evaluation, Job
 from otel_scorers.pipeline.selection import Selector, is_llm_call
+from otel_scorers.pipeline.sessions import SessionJob, Sessions, StoredTurn
 from otel_scorers.pipeline.slots import Slot
 from otel_scorers.scorers.result import ScoreResult
 
@@ -37,6 +40,7 @@ class OnDemand:
     _selector: Selector
     _slots: tuple[Slot, ...]
     _evaluation: Evaluation
+    _sessions: Sessions | None
     counts: DecisionCounts
 
     def selects(self, span: ReadableSpan) -> bool:
@@ -97,3 +101,39 @@ class OnDemand:
     def agent_of(self, span: ReadableSpan) -> str | None:
         """The agent name of ``span`` as capture reads it (the mapping's key first)."""
         return self._evaluation.agent_of(span)
+
+    # -- sessions -------------------------------------------------------------------------
+    @property
+    def session_scorers(self) -> tuple[str, ...]:
+        """The names of the session scorers (empty: none)."""
+        return tuple(slot.name for slot in self._sessions.slots) if self._sessions else ()
+
+    @property
+    def sessions(self) -> Sessions | None:
+        """Session scoring's parts: the scorers, the store's policy (``None``: no session
+        scorer)."""
+        return self._sessions
+
+    def session_key_of(self, attributes: Sequence[Mapping[str, Any]]) -> str | None:
+        """The session key an interaction's spans carry (their attributes, the root's
+        first), as live scoring reads it."""
+        keys = (self._sessions.key_attributes if self._sessions is not None
+                else DEFAULT_SESSION_KEYS)
+        return session_key(attributes, keys)
+
+    def session_turn(self, run: Any, span: ReadableSpan, agent: str | None
+                     ) -> tuple[StoredTurn, Any]:
+        """A captured run as the turn a session keeps, and the rubric configured for its
+        agent (session scorers only)."""
+        assert self._sessions is not None
+        return (self._sessions.turn_of(run, span, agent),
+                self._evaluation.rubric_for_agent(agent))
+
+    async def evaluate_session(self, session: SessionJob) -> list[ScoreResult]:
+        """Judge a whole session now with the session scorers it names (counted and emitted
+        as live; no sampling, no rate limit)."""
+        assert self._sessions is not None
+        slots = tuple(slot for slot in self._sessions.slots if slot.name in session.slots)
+        self.counts.select(tuple(slot.name for slot in slots), [])
+        return await background_loop.on_loop(
+            self._evaluation.run(Job(session.span, slots, session=session)))

@@ -337,20 +337,26 @@ class Sessions:
         self.counts.select(self._names, [(name, Decision.SAMPLED_OUT) for name in self._names])
         return ()
 
-    def add_turn(self, key: str, slots: tuple[str, ...], run: ScorerRun, span: ReadableSpan,
-                 *, agent: str | None, rubric: Any = None) -> None:
-        """The captured run of an interaction of session ``key``, as its next turn."""
+    def turn_of(self, run: ScorerRun, span: ReadableSpan, agent: str | None) -> StoredTurn:
+        """The captured run of an interaction as a turn, the way a session keeps it."""
         context = span.context
         turn = Turn.of(0, run.user_prompt or "", run.response, agent=agent,
                        steps=self._kept(run.steps))
         trace_id, span_id = (context.trace_id, context.span_id) if context else (0, 0)
+        return StoredTurn(turn, span.start_time or 0, trace_id, span_id, span.name)
+
+    def add_turn(self, key: str, slots: tuple[str, ...], run: ScorerRun, span: ReadableSpan,
+                 *, agent: str | None, rubric: Any = None) -> None:
+        """The captured run of an interaction of session ``key``, as its next turn (sent to
+        the fleet instead, with a forward endpoint)."""
+        stored = self.turn_of(run, span, agent)
         if self.forward is not None:
-            self.forward.send(key, turn, start_ns=span.start_time or 0, trace_id=trace_id,
-                              span_id=span_id, span_name=span.name, system=run.system_prompt)
+            self.forward.send(key, stored.turn, start_ns=stored.start_ns,
+                              trace_id=stored.trace_id, span_id=stored.span_id,
+                              span_name=stored.span_name, system=run.system_prompt)
             return
-        self.store.add(key, slots, StoredTurn(turn, span.start_time or 0, trace_id, span_id,
-                                              span.name), system=run.system_prompt,
-                       agent=agent, rubric=rubric)
+        self.store.add(key, slots, stored, system=run.system_prompt, agent=agent,
+                       rubric=rubric)
 
     def receive(self, attributes: Mapping[str, Any], body: Any, trace_id: int,
                 span_id: int) -> bool:

@@ -16,7 +16,10 @@ live. Differences, on purpose:
   only the alignment judged again. The later line of a pair is the one that counts;
 - an unreadable input (bad JSON, a bad record, a truncated or corrupt gzip stream) stops the
   run with one line naming the file, the line or record, and the reason; what was written
-  stays written.
+  stays written;
+- session scorers judge each session of the files once, whole, after the last file is read
+  (:mod:`.sessions`: no idle time offline); their lines are on the session's last turn's span
+  and say which turns they cover (``session``).
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ from typing import Any
 
 from otel_scorers import background_loop
 from otel_scorers.pipeline.processor import ScoringSpanProcessor
+from otel_scorers.pipeline.sessions import SessionJob
 from otel_scorers.rescore.estimate import DryRunEstimate, add_hint, estimate
 from otel_scorers.rescore.results import done_pairs, ends_torn, result_line, write_line
 from otel_scorers.rescore.runs import RunRef, RunStream
+from otel_scorers.rescore.sessions import FileSessions
 
 __all__ = ["DryRunEstimate", "OutputError", "Plan", "Rescorer", "RunRef", "done_pairs",
            "ends_torn", "result_line", "write_line"]
@@ -59,6 +64,9 @@ class Plan:
     unselected: int = 0
     outcome: dict[str, int] = field(default_factory=lambda: {
         "scored": 0, "skipped": 0, "error": 0, "not_captured": 0})
+    #: sessions judged (session scorers), and turns the memory bounds left out of them
+    sessions: int = 0
+    session_turns_dropped: int = 0
 
 
 class Rescorer:
@@ -72,17 +80,24 @@ class Rescorer:
         self.include_run = include_run
         self.concurrency = max(1, concurrency)
         self.window = window
-        self.names = [str(getattr(s, "name", "")) for s in processor.scorers]
+        self.session_names = set(processor.session_scorers)
+        self.names = [name for name in (str(getattr(s, "name", "")) for s in processor.scorers)
+                      if name not in self.session_names]
 
     def _pending(self, ref: RunRef, done: Pairs) -> list[str]:
         return [name for name in self.names if (ref.trace_id, ref.span_id, name) not in done]
+
+    def _wanted(self, ref: RunRef, pending: list[str]) -> bool:
+        """Whether ``ref`` needs reading: a turn scorer has not judged it yet, or it is a
+        turn of a session the session scorers judge."""
+        return bool(pending) or (ref.session is not None and bool(self.session_names))
 
     def _selected(self, paths: Sequence[str | Path], done: Pairs, limit: int | None,
                   stream: RunStream, plan: Plan) -> Iterator[tuple[RunRef, list[str]]]:
         for ref in stream.runs(paths):
             plan.runs += 1
             pending = self._pending(ref, done)
-            if not pending:
+            if not self._wanted(ref, pending):
                 plan.done += 1
             elif limit is None or plan.to_judge < limit:
                 plan.to_judge += 1
@@ -122,46 +137,28 @@ class Rescorer:
         plan = Plan()
         stream = RunStream(self.processor, window=self.window)
         selected = self._selected(paths, done or set(), limit, stream, plan)
-        background_loop.run_sync(self._judge_all(selected, plan, on_result, progress))
+        sessions = FileSessions(self.processor) if self.session_names else None
+        background_loop.run_sync(self._judge_all(selected, plan, on_result, progress,
+                                                 sessions, done or set()))
+        if sessions is not None:
+            plan.session_turns_dropped = sessions.dropped_turns
         return plan
 
     async def _judge_all(self, selected: Iterator[tuple[RunRef, list[str]]], plan: Plan,
                          on_result: Callable[[dict[str, Any]], None],
-                         progress: Callable[[int], None] | None) -> None:
+                         progress: Callable[[int], None] | None,
+                         sessions: FileSessions | None, done: Pairs) -> None:
+        judging = _Pass(self, plan, on_result, progress, sessions, done)
         gate = asyncio.Semaphore(self.concurrency)
         tasks: set[asyncio.Task[None]] = set()
+        failed = judging.failed
 
         async def one(ref: RunRef, names: list[str]) -> None:
             try:
-                results = await self.processor.evaluate(
-                    ref.span, descendants=ref.descendants, nested=ref.nested, scorers=names,
-                    agent=ref.agent)
-                agent = self.processor.agent_of(ref.span) or ref.agent
-                if not results:
-                    plan.outcome["not_captured"] += 1
-                run = None
-                if results and self.include_run:
-                    run = self.processor.capture(ref.span, descendants=ref.descendants,
-                                                 nested=ref.nested, agent=ref.agent,
-                                                 steps=True).run
-                for result in results:
-                    kind = ("error" if result.error is not None
-                            else "skipped" if result.skipped else "scored")
-                    line = result_line(ref, result, agent, run)
-                    if failed:
-                        return
-                    try:
-                        on_result(line)
-                    except OSError as exc:  # the output is gone: stop judging at once
-                        failed.append(exc)
-                        return
-                    plan.outcome[kind] += 1
-                if progress is not None:
-                    progress(1)
+                await judging.run(ref, names)
             finally:
                 gate.release()
 
-        failed: list[OSError] = []
         try:
             while not failed:
                 await gate.acquire()
@@ -174,6 +171,10 @@ class Rescorer:
                 task = asyncio.get_running_loop().create_task(one(*item))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
+                await judging.sessions_due()  # sessions that made room for others: now
+            if tasks:
+                await asyncio.gather(*tasks)
+            await judging.sessions_due(final=True)
         finally:
             if failed:
                 for task in tasks:
@@ -184,3 +185,70 @@ class Rescorer:
             error = failed[0]
             raise OutputError(error.errno, f"cannot write the results ({error.strerror or error})"
                               ) from error
+
+
+@dataclass
+class _Pass:
+    """One judging pass: each run's results written as they come, sessions collected and
+    judged; ``failed`` holds the write error that stops it."""
+
+    rescorer: Rescorer
+    plan: Plan
+    on_result: Callable[[dict[str, Any]], None]
+    progress: Callable[[int], None] | None
+    sessions: FileSessions | None
+    done: Pairs
+    failed: list[OSError] = field(default_factory=list)
+
+    def write(self, ref: RunRef, results: list[Any], agent: str | None, run: Any,
+              session: SessionJob | None = None) -> bool:
+        for result in results:
+            kind = ("error" if result.error is not None
+                    else "skipped" if result.skipped else "scored")
+            line = result_line(ref, result, agent, run, session)
+            if self.failed:
+                return False
+            try:
+                self.on_result(line)
+            except OSError as exc:  # the output is gone: stop judging at once
+                self.failed.append(exc)
+                return False
+            self.plan.outcome[kind] += 1
+        return True
+
+    async def run(self, ref: RunRef, names: list[str]) -> None:
+        """Judge ``ref`` with the turn scorers ``names``; keep it as a turn of its session."""
+        processor, sessions = self.rescorer.processor, self.sessions
+        results = await processor.evaluate(
+            ref.span, descendants=ref.descendants, nested=ref.nested, scorers=names,
+            agent=ref.agent) if names else []
+        agent = processor.agent_of(ref.span) or ref.agent
+        if names and not results:
+            self.plan.outcome["not_captured"] += 1
+        turn = sessions is not None and ref.session is not None
+        run = None
+        if (results and self.rescorer.include_run) or turn:
+            run = processor.capture(ref.span, descendants=ref.descendants, nested=ref.nested,
+                                    agent=ref.agent, steps=True).run
+        if turn and sessions is not None:
+            if run is not None:
+                sessions.add(ref, run, agent)
+            else:
+                sessions.unread(ref)
+        if self.write(ref, results, agent, run if self.rescorer.include_run else None) \
+                and self.progress is not None:
+            self.progress(1)
+
+    async def sessions_due(self, *, final: bool = False) -> None:
+        """Judge the sessions due (those that made room for others; at the end, all) that an
+        earlier pass did not judge on the same last turn."""
+        if self.sessions is None or self.failed:
+            return
+        for job in self.sessions.due(final=final):
+            ref = RunRef(job.span)
+            if all((ref.trace_id, ref.span_id, name) in self.done for name in job.slots):
+                continue
+            self.plan.sessions += 1
+            if not self.write(ref, await self.rescorer.processor.evaluate_session(job),
+                              job.agent, None, job):
+                return

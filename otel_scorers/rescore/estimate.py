@@ -27,6 +27,8 @@ class DryRunEstimate:
     from the answer schema), and USD where litellm knows the model's price."""
 
     runs: int = 0
+    #: sessions the session scorers would judge (once each)
+    sessions: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     calls: int = 0
     input_tokens: int = 0
@@ -40,7 +42,8 @@ class DryRunEstimate:
     no_rubric: dict[str, set[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"runs": self.runs, "runs_by_agent": self.by_agent,
+        return {"runs": self.runs, **({"sessions": self.sessions} if self.sessions else {}),
+                "runs_by_agent": self.by_agent,
                 "first_runs": self.first_runs, "not_judged": self.skipped,
                 **({"hint": self.hint} if self.hint else {}),
                 "judge_calls": self.calls,
@@ -68,8 +71,14 @@ def _schema_tokens(node: Any) -> int:
 
 def estimate(processor: ScoringSpanProcessor, runs: Iterable[RunRef]) -> DryRunEstimate:
     """Judge calls, tokens and cost ``runs`` would take; no judge is called."""
+    from otel_scorers.rescore.sessions import FileSessions
+
     litellm = load_litellm()
     result = DryRunEstimate()
+    sessions = FileSessions(processor) if processor.session_scorers else None
+    by_name = {str(getattr(scorer, "name", "")): scorer for scorer in processor.scorers}
+    turn_scorers = [scorer for name, scorer in by_name.items()
+                    if name not in processor.session_scorers]
     for ref in runs:
         result.runs += 1
         captured = processor.capture(ref.span, descendants=ref.descendants, nested=ref.nested,
@@ -83,10 +92,19 @@ def estimate(processor: ScoringSpanProcessor, runs: Iterable[RunRef]) -> DryRunE
             reason = captured.reason or "no_content"
             result.skipped[reason] = result.skipped.get(reason, 0) + 1
             continue
-        for scorer in processor.scorers:
+        if sessions is not None and ref.session is not None:
+            sessions.add(ref, captured.run, captured.agent)
+        for scorer in turn_scorers:
             client = getattr(scorer, "judge", None)
             if isinstance(client, JudgeClient):
                 _add_call(result, litellm, scorer, client, captured.run, agent)
+    for job in sessions.due(final=True) if sessions is not None else ():
+        result.sessions += 1
+        for name in job.slots:
+            client = getattr(by_name[name], "judge", None)
+            if isinstance(client, JudgeClient):
+                _add_call(result, litellm, by_name[name], client, job.run,
+                          job.agent or "(unnamed)")
     _no_rubric_hint(result)
     return result
 

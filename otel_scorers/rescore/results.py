@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import IO, Any
 
+from otel_scorers.pipeline.sessions import SessionJob
 from otel_scorers.rescore.runs import RunRef
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.run import ScorerRun
@@ -14,13 +15,20 @@ __all__ = ["done_pairs", "ends_torn", "result_line", "write_line"]
 
 
 def result_line(ref: RunRef, result: ScoreResult, agent: str | None,
-                run: ScorerRun | None = None) -> dict[str, Any]:
+                run: ScorerRun | None = None, session: SessionJob | None = None
+                ) -> dict[str, Any]:
     """One JSON-lines record: the evaluated span's identity, then the result's ``to_dict``
     (a skipped evaluation with ``score: null``, ``label: "skipped"``), and with ``run`` the
     judged run in the labelled-case shape (``input``, ``system``, ``context``, ``output``) plus
-    what the agent did (``steps``: tool calls, retrievals, LLM calls, handoffs, in order)."""
+    what the agent did (``steps``: tool calls, retrievals, LLM calls, handoffs, in order).
+    A session result is on its last turn's span and says which turns it covers
+    (``session``: ``id``, ``first_turn``, ``last_turn``, ``turns``, ``dropped_turns``)."""
     line = {"trace_id": ref.trace_id, "span_id": ref.span_id, "span_name": ref.span.name,
             "agent": agent, **result.reported().to_dict()}
+    if session is not None:
+        line["session"] = {"id": session.key, "first_turn": session.first_turn,
+                           "last_turn": session.last_turn, "turns": len(session.run.turns),
+                           "dropped_turns": session.dropped_turns}
     if run is not None:
         line["run"] = {"input": run.user_prompt or "", "system": run.system_prompt or "",
                        "context": [{"role": m.role, "content": m.content}

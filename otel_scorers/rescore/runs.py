@@ -41,6 +41,8 @@ class RunRef:
     nested: int = 0
     #: the interaction's agent when its span names none (a workflow root)
     agent: str | None = None
+    #: the session the interaction belongs to (its key), when it carries one
+    session: str | None = None
 
     @property
     def trace_id(self) -> str:
@@ -128,24 +130,28 @@ class RunStream:
     def _runs_of(self, trace: _Trace) -> Iterator[RunRef]:
         used: set[int] = set()
         selected = {c.span_id for c in trace.selected}
-        for span, agent, nested_own in self._roots(trace):
+        for span, agent, nested_own, session in self._roots(trace):
             assert span.context is not None
             pieces, nested = pieces_under(span.context.span_id, trace.content, {},
                                           trace.parents, trace.agents, nested_own=nested_own)
             used.update(piece.span_id for piece in pieces)
-            yield RunRef(span, tuple(pieces), nested, agent)
+            yield RunRef(span, tuple(pieces), nested, agent, session)
         self.unselected += sum(1 for span, _ in trace.content if span.context is not None
                                and span.context.span_id not in used
                                and span.context.span_id not in selected
                                and span.context.span_id in trace.llm)
 
-    def _roots(self, trace: _Trace) -> Iterator[tuple[ReadableSpan, str | None, bool]]:
-        """The spans to judge: every agent span (per-agent), else the interactions."""
+    def _roots(self, trace: _Trace
+               ) -> Iterator[tuple[ReadableSpan, str | None, bool, str | None]]:
+        """The spans to judge: every agent span (per-agent), else the interactions; each
+        with its agent, whether it owns its nested agents' pieces, and its session key."""
+        key_of = self.processor.session_key_of
         if self.processor.per_agent:
             for candidate in trace.selected:
-                yield candidate.span, None, False
+                yield candidate.span, None, False, key_of([candidate.attributes])
             return
         interactions, _ = resolve(trace.selected, trace.parents, trace.llm)
         for interaction in interactions:
             if self.processor.keeps(interaction.agents):
-                yield interaction.root.span, interaction.agent, True
+                yield (interaction.root.span, interaction.agent, True,
+                       key_of([c.attributes for c in (interaction.root, *interaction.inner)]))
