@@ -32,7 +32,7 @@ from otel_scorers.scorers.run import ScorerRun
 __all__ = ["Dataset", "Summary", "read_dataset", "score_dataset"]
 
 _KEYS = {"input", "output", "system", "rubric", "id", "steps", "tools", "context",
-         "expected_trajectory"}
+         "expected_trajectory", "turns", "session_id"}
 #: Record keys passed to the scorers in the run's request context.
 _CONTEXT_KEYS = ("rubric", "context", "expected_trajectory")
 
@@ -66,17 +66,19 @@ def read_dataset(path: Path) -> Dataset:
 
 
 def _run_of(path: Path, number: int, record: Any) -> ScorerRun:
-    if not isinstance(record, dict) or "output" not in record:
+    if not isinstance(record, dict) or ("output" not in record and "turns" not in record):
         raise UsageProblem(f"{path}, line {number}: a record is an object with at least "
                            "'output' (and 'input', 'system', 'rubric', 'steps', 'tools', "
-                           "'context', 'expected_trajectory')")
+                           "'context', 'expected_trajectory'), or a conversation's 'turns' "
+                           "([{user, assistant}], and 'session_id')")
     unknown = set(record) - _KEYS
     if unknown:
         raise UsageProblem(f"{path}, line {number}: unknown keys {sorted(unknown)} "
                            f"(expected {sorted(_KEYS)})")
-    shape = {"input": record.get("input"), "output": record["output"],
+    shape = {"input": record.get("input"), "output": record.get("output"),
              "system": record.get("system"), "steps": record.get("steps"),
-             "tools": record.get("tools"),
+             "tools": record.get("tools"), "turns": record.get("turns"),
+             "session_id": record.get("session_id"),
              "requestContext": {key: record[key] for key in _CONTEXT_KEYS if key in record}}
     if "id" in record:
         shape["runId"] = str(record["id"])

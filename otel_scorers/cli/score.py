@@ -22,6 +22,7 @@ from otel_scorers.scorers.alignment import (
 from otel_scorers.scorers.base import BaseScorer
 from otel_scorers.scorers.checks import ChecksScorer
 from otel_scorers.scorers.faithfulness import FaithfulnessScorer
+from otel_scorers.scorers.multi_turn import MultiTurnScorer
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.rubric import Criterion, RubricAnalysis, RubricScorer, parse_rubric
 from otel_scorers.scorers.run import Message, ScorerRun
@@ -68,8 +69,11 @@ def _build_run(run_file: str | None, input_text: str | None, system: tuple[str, 
 @click.command()
 @click.option("--scorer", "scorer_name",
               type=click.Choice(["rubric", "prompt-alignment", "prompt_alignment", "trajectory",
-                                 "checks", "tool_use", "tool-use", "faithfulness"]),
-              default="rubric", show_default=True, help="Which scorer judges the run.")
+                                 "checks", "tool_use", "tool-use", "faithfulness",
+                                 "multi_turn", "multi-turn"]),
+              default="rubric", show_default=True,
+              help="Which scorer judges the run (multi_turn: a whole conversation, from a run "
+                   "with 'turns', or its messages).")
 @click.option("--check", "check_specs", multiple=True, metavar="CHECK",
               help="A quick check (`called_tool get_weather`, repeatable): the checks "
                    "scorer's checks, or rubric criteria decided without the judge.")
@@ -101,7 +105,8 @@ def _build_run(run_file: str | None, input_text: str | None, system: tuple[str, 
                    "nothing was judged.")
 @click.option("--dataset", type=click.Path(exists=True, dir_okay=False),
               help="Score every record of a JSON-lines file of {input, output, system?, "
-                   "rubric?}: JSON lines out, a summary table on stderr.")
+                   "rubric?} (or a conversation: {turns: [{user, assistant}]}): JSON lines "
+                   "out, a summary table on stderr.")
 @click.option("--results", type=click.Path(dir_okay=False),
               help="With --dataset: write the JSON lines to this file (default: stdout).")
 @click.option("--concurrency", type=click.IntRange(1, 256), default=8, show_default=True,
@@ -125,7 +130,8 @@ def score(scorer_name: str, check_specs: tuple[str, ...], expected: tuple[str, .
     kind = scorer_name.replace("-", "_")
     given = {"--criteria": criteria or optional, "--check": check_specs, "--expected": expected,
              "--context": context_texts}
-    takes = {"rubric": {"--criteria", "--check"}, "checks": {"--check"},
+    takes = {"rubric": {"--criteria", "--check"}, "multi_turn": {"--criteria"},
+             "checks": {"--check"},
              "trajectory": {"--expected"}, "faithfulness": {"--context"}}.get(kind, set())
     wrong = [option for option, values in given.items() if values and option not in takes]
     if wrong:
@@ -244,12 +250,14 @@ def _scorer(kind: str, judge: Callable[[], JudgeClient], criteria: tuple[str, ..
             ordering: str, context_texts: tuple[str, ...], mode: str, scale: float
             ) -> BaseScorer:
     """The scorer the options describe (code scorers need no judge: none is built)."""
+    rubric = [c for text in criteria for c in parse_rubric(_read_text(text))]
+    rubric += [Criterion(c.description, required=False)
+               for text in optional for c in parse_rubric(_read_text(text))]
     if kind == "rubric":
-        rubric = [c for text in criteria for c in parse_rubric(_read_text(text))]
-        rubric += [Criterion(c.description, required=False)
-                   for text in optional for c in parse_rubric(_read_text(text))]
         rubric += [Criterion.of_check(spec) for spec in check_specs]
         return RubricScorer(judge(), rubric, scale=scale)
+    if kind == "multi_turn":  # no criteria: the built-in goal completion, knowledge retention
+        return MultiTurnScorer(judge(), rubric or None, scale=scale)
     if kind == "checks":
         if not check_specs:
             raise UsageProblem("the checks scorer needs --check (e.g. --check 'no_tool_errors')")
