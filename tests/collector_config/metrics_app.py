@@ -4,7 +4,8 @@
     python metrics_app.py JUDGE_URL otlp COLLECTOR_HTTP_URL
 
 It scores agent runs live (rubric, prompt alignment, trajectory and faithfulness; each run calls
-a tool, every third call fails) against the scripted judge at
+a tool, every third call fails; then a conversation of three turns, judged whole by the
+multi-turn scorer) against the scripted judge at
 JUDGE_URL and either exposes its metrics with the OTel Prometheus exporter on
 127.0.0.1:METRICS_PORT, or sends them over OTLP/HTTP to a Collector every half second (whose
 Prometheus exporter is scraped instead), with service.name ``support-app``. It prints
@@ -27,10 +28,16 @@ from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from otel_scorers import FaithfulnessScorer, PromptAlignmentScorer, RubricScorer, TrajectoryScorer
+from otel_scorers import (
+    FaithfulnessScorer,
+    MultiTurnScorer,
+    PromptAlignmentScorer,
+    RubricScorer,
+    TrajectoryScorer,
+)
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.judge.retry import RetryPolicy
-from otel_scorers.pipeline import Sampling, ScorerSpec, ScoringSpanProcessor
+from otel_scorers.pipeline import Sampling, ScorerSpec, ScoringSpanProcessor, SessionPolicy
 
 
 def attributes(agent: str, prompt: str, answer: str) -> dict[str, str]:
@@ -81,9 +88,9 @@ def main() -> None:
          # a scorer with a tiny hourly budget: one evaluation, then budget_exhausted
          ScorerSpec(RubricScorer(judge, "- is polite", name="budgeted"),
                     Sampling(budget_tokens_per_hour=200)),
-         TrajectoryScorer(["lookup"]), FaithfulnessScorer(judge)],
+         TrajectoryScorer(["lookup"]), FaithfulnessScorer(judge), MultiTurnScorer(judge)],
         tracer_provider=tracer_provider, meter_provider=meter_provider, cache_ttl_s=0,
-        queue_size=2, concurrency=1)
+        queue_size=2, concurrency=1, sessions=SessionPolicy(idle_s=3600))
     tracer_provider.add_span_processor(processor)
     tracer = tracer_provider.get_tracer("app")
     for i in range(12):
@@ -94,6 +101,14 @@ def main() -> None:
                 "execute_tool lookup", attributes=tool(i)):
             pass
         processor.force_flush(60_000)  # one at a time: none of these is dropped
+    # a conversation: three turns of one session, judged whole (goal completion, retention)
+    for turn in (1, 2, 4):
+        with tracer.start_as_current_span("invoke_agent", attributes={
+                **attributes("support", f"session question {turn}", "Hello! Here you are."),
+                "session.id": "chat-1"}):
+            pass
+        processor.force_flush(60_000)
+    processor.score_sessions(timeout_millis=60_000)
     # a burst into the two-slot queue while the judge is slow: most of it is dropped, counted
     for i in range(10):
         with tracer.start_as_current_span("invoke_agent", attributes=attributes(

@@ -231,7 +231,8 @@ def test_grafana_provisioning_and_dashboard() -> None:
     titles = " ".join(p["title"] for p in data["panels"]).lower()
     for topic in ("score distribution", "pass rate", "criterion", "alignment dimensions",
                   "decisions", "latency", "tokens", "cost", "trajectory", "faithfulness",
-                  "tool errors"):
+                  "tool errors", "session goal completion", "session scores",
+                  "turns per session"):
         assert topic in titles, topic
     assert any("16686" in link["url"] for link in data["links"])  # links to traces
 
