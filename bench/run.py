@@ -454,6 +454,36 @@ def bench_memory(quick: bool) -> None:
     figure("memory_probe_spans", spans)
 
 
+# -- sessions memory ----------------------------------------------------------------------
+def bench_sessions(quick: bool) -> None:
+    """Peak RSS with 10,000 open sessions (three turns each, a 200-character question and an
+    800-character answer per turn, through a real processor's ``on_end``) against the same
+    spans with no session scorer; and, not quick, twice as many sessions with room for
+    10,000 (``sessions.max_sessions``, the default): the least recently active make room
+    (judged at once), so memory stays at the bound (``session_peak_rss_ratio_20k_vs_10k``)."""
+    script = Path(__file__).resolve().parent / "session_probe.py"
+    runs = {"baseline": ("baseline", 10_000), "sessions_10k": ("sessions", 10_000)}
+    if not quick:
+        runs["sessions_20k"] = ("sessions", 20_000)
+    results = {}
+    with judge_server(0.0) as url:
+        for name, (mode, count) in runs.items():  # one at a time: evictions judge
+            out = subprocess.run([sys.executable, str(script), mode, url, str(count), "3",
+                                  "10000"], capture_output=True, text=True, timeout=1800,
+                                 check=True).stdout.split()
+            results[name] = (int(out[-2]), float(out[-1]))
+    figure("session_peak_rss_mb_baseline", round(results["baseline"][1], 1))
+    figure("session_peak_rss_mb_10k_open", round(results["sessions_10k"][1], 1))
+    figure("sessions_held_10k", results["sessions_10k"][0])
+    growth = results["sessions_10k"][1] - results["baseline"][1]
+    figure("session_kb_per_open_session", round(growth * 1024 / 10_000, 2))
+    if "sessions_20k" in results:
+        figure("sessions_held_20k_sent", results["sessions_20k"][0])
+        figure("session_peak_rss_mb_20k_sent", round(results["sessions_20k"][1], 1))
+        figure("session_peak_rss_ratio_20k_vs_10k",
+               round(results["sessions_20k"][1] / results["sessions_10k"][1], 3))
+
+
 # -- rescore memory -----------------------------------------------------------------------
 def bench_rescore_memory(quick: bool) -> None:
     """Peak RSS of ``rescore`` over an OTLP JSON-lines file and one four times its size.
@@ -671,7 +701,8 @@ BENCHES = {"hot_path_instructions": bench_hot_path_instructions, "on_end": bench
            "code_scorers": bench_code_scorers,
            "hot_path": bench_hot_path,
            "throughput": bench_throughput, "calls": bench_calls,
-           "memory": bench_memory, "rescore_memory": bench_rescore_memory,
+           "memory": bench_memory, "sessions": bench_sessions,
+           "rescore_memory": bench_rescore_memory,
            "gateway": bench_gateway, "prompts": bench_prompts}
 
 

@@ -203,3 +203,5 @@ class Reason:
     # session store (``otel_scorers.session.turns_dropped``)
     TURN_LIMIT: Final = "turn_limit"        # more turns in a session than sessions.max_turns
     SESSION_BYTE_LIMIT: Final = "byte_limit"  # a session's text past sessions.max_chars
+    SESSION_LIMIT: Final = "session_limit"  # a session forgotten with turns not judged (a
+    #                                         flood of new sessions past sessions.max_sessions)

@@ -14,7 +14,10 @@ Memory is bounded, and whatever a bound costs is counted:
   (the first holds the user's goal) are dropped (``otel_scorers.session.turns_dropped``,
   reasons ``turn_limit``, ``byte_limit``), and the transcript names the gap;
 - ``max_sessions`` held at once: the least recently active session makes room (judged at once
-  when it has turns not judged yet, else forgotten: ``otel_scorers.sessions.evicted``);
+  when it has turns not judged yet, else forgotten: ``otel_scorers.sessions.evicted``); at most
+  :func:`eviction_backlog` of them wait to be judged, past that they are forgotten too (their
+  turns counted as dropped, reason ``session_limit``), so a flood of new sessions cannot grow
+  memory past the bound;
 - a session judged and idle for ``keep_s`` is forgotten (a later turn starts it afresh).
 
 Sampling is per session (:meth:`Sampler.sampled_key`: the key, not the trace), so a sampled
@@ -37,7 +40,7 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 from otel_scorers.capture.sessions import DEFAULT_SESSION_KEYS
 from otel_scorers.emit import names as n
-from otel_scorers.emit.names import Decision
+from otel_scorers.emit.names import Decision, Reason
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.slots import Slot
 from otel_scorers.pipeline.turn_records import TurnForwarder, turn_of_record
@@ -66,6 +69,11 @@ class SessionPolicy:
     max_sessions: int = 10_000
     max_turns: int = 100
     max_chars: int = 262_144
+
+
+def eviction_backlog(policy: SessionPolicy) -> int:
+    """How many sessions evicted with turns not judged may wait to be judged at once."""
+    return max(16, policy.max_sessions // 100)
 
 
 @dataclass(frozen=True)
@@ -219,7 +227,8 @@ class SessionStore:
         policy = self.policy
         while len(session.turns) > 2 and (len(session.turns) > policy.max_turns
                                           or session.chars > policy.max_chars):
-            reason = "turn_limit" if len(session.turns) > policy.max_turns else "byte_limit"
+            reason = (Reason.TURN_LIMIT if len(session.turns) > policy.max_turns
+                      else Reason.SESSION_BYTE_LIMIT)
             gone = session.turns.pop(1)
             session.chars -= gone.size
             session.dropped += 1
@@ -233,8 +242,12 @@ class SessionStore:
                 self._count_evicted(False)
             elif self._active:
                 _, session = self._active.popitem(last=False)
-                self._evicted.append(session)
-                self._count_evicted(True)
+                if len(self._evicted) < eviction_backlog(self.policy):
+                    self._evicted.append(session)
+                    self._count_evicted(True)
+                else:  # a flood of new sessions: forgotten, its turns counted as lost
+                    self._count_evicted(False)
+                    self._count_dropped(Reason.SESSION_LIMIT, session.pending)
             else:
                 return
 

@@ -288,3 +288,26 @@ def test_a_real_agents_sdk_conversation_is_one_session(
     assert "Turn 1 - user: What is the capital of France?" in transcript
     assert "Turn 2 - assistant: About 2.1 million people live in Paris." in transcript
     assert "Turn 3 - user: What did I ask first?" in transcript
+
+
+def test_a_flood_of_new_sessions_is_bounded_and_what_it_costs_is_counted() -> None:
+    """The store alone: past max_sessions the least recently active make room; at most a
+    backlog of them waits to be judged, the rest are forgotten with their turns counted."""
+    from otel_scorers.pipeline.sessions import SessionStore, StoredTurn, eviction_backlog
+    from otel_scorers.scorers.turns import Turn
+
+    dropped: dict[str, int] = {}
+    evicted = {True: 0, False: 0}
+    policy = SessionPolicy(idle_s=3600, max_sessions=100)
+    store = SessionStore(policy, count_dropped=lambda r, c: dropped.__setitem__(
+        r, dropped.get(r, 0) + c), count_evicted=lambda judged: evicted.__setitem__(
+        judged, evicted[judged] + 1))
+    for number in range(1_000):
+        store.add(f"s{number}", ("multi_turn",), StoredTurn(
+            Turn.of(0, "q", "a"), number, 1, number + 1, "invoke_agent"))
+    assert len(store) == 100  # the bound
+    backlog = eviction_backlog(policy)
+    due = store.due()
+    assert len(due) == backlog and all(trigger == "evicted" for _, trigger in due)
+    assert evicted == {True: backlog, False: 900 - backlog}
+    assert dropped == {"session_limit": 900 - backlog}
