@@ -17,16 +17,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-
-def peak_rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
+from memory_probe import peak_rss_mb  # (this script's folder is on the path)
 
 
 def main() -> None:

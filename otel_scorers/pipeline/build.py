@@ -146,13 +146,14 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
                                   if getattr(slot.scorer, "kind", "llm") != "code"})
         if settings.isolation == "process" else None, per_agent=selector.selection.per_agent,
         steps=any(getattr(slot.scorer, "uses_steps", False) for slot in every)
-        or any(needs_steps(rubric) for rubric in configured.values()), sinks=sinks,
-        sessions=Sessions(session_slots, store[0], counts, keep_steps=any(
-            getattr(slot.scorer, "uses_steps", False) for slot in session_slots),
+        or any(needs_steps(rubric) for rubric in configured.values()), sinks=sinks)
+    if store:
+        evaluation.sessions = Sessions(
+            session_slots, store[0], counts, keep_steps=any(
+                getattr(slot.scorer, "uses_steps", False) for slot in session_slots),
             forward=TurnForwarder(settings.sessions.forward_endpoint)
             if settings.sessions.forward_endpoint else None,
-            rubric_for=lambda agent: configured.get(agent or "", configured.get("*")))
-        if store else None)
+            rubric_for=evaluation.rubric_for_agent)
     return Parts(slots=slots, selector=selector,
                  buffer=buffer, counts=counts, evaluation=evaluation,
                  enriched=enriched[0] if enriched else None,

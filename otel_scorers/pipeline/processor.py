@@ -203,6 +203,8 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
                                  **({"invalid_records": sessions.invalid_records}
                                     if sessions.invalid_records else {})}}
                    if sessions is not None else {}),
+                **({"turn_records_dropped": self.turn_records_dropped}
+                   if self.turn_records_dropped else {}),
                 **({"sinks": self._sinks.totals()} if self._sinks is not None else {}),
                 **({"disabled_because": self.disabled_because}
                    if self.disabled_because else {})}
@@ -322,6 +324,7 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
                            "but no session scorer is configured here: they were dropped. To "
                            "fix: configure the same scorers on every gateway of the fleet")
             return
+        self._worker.start()  # its periodic pass judges the sessions that go idle
         for record in records:
             if not sessions.receive(record.attributes, record.body, record.trace_id,
                                     record.span_id):

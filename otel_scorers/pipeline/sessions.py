@@ -194,16 +194,19 @@ class SessionStore:
         """A captured turn of session ``key`` (sampled by ``slots``), kept in start order."""
         with self._lock:
             now = self._clock()
-            session = self._active.pop(key, None) or self._resting.pop(key, None)
-            judging = session is None and key in self._judging
-            if judging:
-                session = self._judging[key]
+            judging = key in self._judging
+            session = (self._judging.get(key) or self._active.get(key)
+                       or self._resting.get(key))
+            if session is not None and turn.span_id and any(
+                    t.span_id == turn.span_id and t.trace_id == turn.trace_id
+                    for t in session.turns):
+                return  # the same interaction again (a retried delivery): one turn
             if session is None:
                 self._make_room()
                 session = OpenSession(key, slots)
-            if turn.span_id and any(t.span_id == turn.span_id and t.trace_id == turn.trace_id
-                                    for t in session.turns):
-                return  # the same interaction again (a retried delivery): one turn
+            elif not judging:  # moved to the end: the most recently active
+                self._active.pop(key, None)
+                self._resting.pop(key, None)
             starts = [t.start_ns for t in session.turns]
             session.turns.insert(bisect.bisect_right(starts, turn.start_ns), turn)
             session.chars += turn.size

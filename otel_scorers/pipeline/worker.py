@@ -141,6 +141,11 @@ class Worker(Generic[T]):
             with contextlib.suppress(RuntimeError):  # loop closed during interpreter exit
                 loop.call_soon_threadsafe(wake.set)
 
+    def start(self) -> None:
+        """Start the pump (and its periodic task) now, if it is not running yet."""
+        if self._pump is None and not self._stopping:
+            self._start()
+
     def _start(self) -> None:
         with self._start_lock:
             if self._pump is None:

@@ -311,3 +311,22 @@ def test_a_flood_of_new_sessions_is_bounded_and_what_it_costs_is_counted() -> No
     assert len(due) == backlog and all(trigger == "evicted" for _, trigger in due)
     assert evicted == {True: backlog, False: 900 - backlog}
     assert dropped == {"session_limit": 900 - backlog}
+
+
+def test_a_turn_delivered_again_is_kept_once_and_wakes_nothing() -> None:
+    from otel_scorers.pipeline.sessions import SessionStore, StoredTurn
+    from otel_scorers.scorers.turns import Turn
+
+    now = [0.0]
+    store = SessionStore(SessionPolicy(idle_s=10), count_dropped=lambda _r, _c: None,
+                         count_evicted=lambda _j: None, clock=lambda: now[0])
+    turn = StoredTurn(Turn.of(0, "q", "a"), 1, 5, 6, "invoke_agent")
+    store.add("s", ("multi_turn",), turn)
+    store.add("s", ("multi_turn",), turn)  # a retried delivery, before judging
+    now[0] = 11.0
+    ((session, trigger),) = store.due()
+    assert trigger == "idle" and len(session.turns) == 1
+    store.finished("s", session.count)
+    store.add("s", ("multi_turn",), turn)  # again, after judging: nothing new to judge
+    now[0] = 30.0
+    assert store.due() == [] and store.open_count() == 0 and len(store) == 1
