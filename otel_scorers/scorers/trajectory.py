@@ -386,19 +386,20 @@ def _missing(expected: Sequence[ExpectedStep], acts: Sequence[Step], names: Sequ
 
 def _efficiency(steps: Sequence[Step], acts: Sequence[Step], want: Expectation,
                 counted: dict[str, Any]) -> CriterionVerdict:
-    tokens, first, last = 0, 0, 0
+    tokens = first = last = 0
     for step in steps:
         if step.kind == "llm":
             tokens += (step.input_tokens or 0) + (step.output_tokens or 0)
-        start = step.start_ns
+        start, end = step.start_ns, step.end_ns
         if start and (not first or start < first):
             first = start
-        last = max(last, step.end_ns)
+        if end > last:
+            last = end
     duration = (last - first) / 1e9 if first and last else 0.0
     redundant = 0
     before = None
     for after in acts:
-        if (before is not None and before.kind == after.kind == "tool"
+        if (before is not None and after.kind == "tool" and before.kind == "tool"
                 and same_call(before, after)):
             redundant += 1
         before = after
@@ -406,21 +407,30 @@ def _efficiency(steps: Sequence[Step], acts: Sequence[Step], want: Expectation,
                    duration_s=round(duration, 3))
     scores: list[float] = []
     notes: list[str] = []
-    wanted: list[str] = []
     for label, value, limit in (("steps", len(acts), want.max_steps),
                                 ("tokens", tokens, want.max_total_tokens),
                                 ("seconds", duration, want.max_duration_s)):
-        if limit is None:
-            continue
-        scores.append(1.0 if value <= limit else max(0.0, 1 - (value - limit) / limit))
-        shown = f"{value:.1f}" if label == "seconds" else str(value)
-        notes.append(f"{shown} {label} (budget {limit:g})")
-        wanted.append(f"at most {limit:g} {label}")
+        if limit is not None:
+            scores.append(1.0 if value <= limit else max(0.0, 1 - (value - limit) / limit))
+            notes.append(f"{value:.1f} seconds (budget {limit:g})" if label == "seconds"
+                         else f"{value} {label} (budget {limit:g})")
     if want.no_redundant_calls:
         scores.append(max(0.0, 1 - 0.2 * redundant))
         notes.append(f"{redundant} redundant call(s)")
+    return _part("efficiency", sum(scores) / len(scores), _budgets(
+        want.max_steps, want.max_total_tokens, want.max_duration_s, want.no_redundant_calls),
+        "; ".join(notes))
+
+
+@functools.lru_cache(maxsize=256)
+def _budgets(steps: int | None, tokens: int | None, seconds: float | None,
+             no_redundant: bool) -> str:
+    """What the efficiency part checks, in words (the same for every run of a scorer)."""
+    wanted = [f"at most {limit:g} {label}" for label, limit in
+              (("steps", steps), ("tokens", tokens), ("seconds", seconds)) if limit is not None]
+    if no_redundant:
         wanted.append("no identical call twice in a row")
-    return _part("efficiency", sum(scores) / len(scores), ", ".join(wanted), "; ".join(notes))
+    return ", ".join(wanted)
 
 
 def _tool_failures(tools: Sequence[Step], max_retries: int) -> CriterionVerdict | None:
