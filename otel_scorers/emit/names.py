@@ -188,6 +188,8 @@ class Reason:
     NO_CONTEXT: Final = "no_context"        # faithfulness: no tool result, document or context
     NO_CLAIMS: Final = "no_claims"          # faithfulness: the answer makes no factual claim
     NESTED_AGENT: Final = "nested_agent"    # its LLM calls belong to nested agent spans
+    NO_SESSION: Final = "no_session"        # a session scorer: the interaction has no session
+    #                                         key (sessions.key_attributes)
     QUEUE_FULL: Final = "queue_full"
     SHUTDOWN: Final = "shutdown"            # the processor stopped before evaluating
     EXIT: Final = "exit"                    # cut off at interpreter exit (exit_timeout_s)

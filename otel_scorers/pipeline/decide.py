@@ -145,7 +145,11 @@ class Decider:
         if sessions is None:
             return None, ()
         key = session_key(attributes, sessions.key_attributes)
-        return (key, sessions.sampled(key)) if key is not None else (None, ())
+        if key is None:
+            sessions.no_key()
+            self.log_once("no_session", sessions.no_key_warning())
+            return None, ()
+        return key, sessions.sampled(key)
 
     def _resolve(self, span: ReadableSpan) -> Sequence[Job]:
         """``span``'s trace is complete (its local root ended): its interactions are decided."""

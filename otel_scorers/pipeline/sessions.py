@@ -337,6 +337,22 @@ class Sessions:
             self.forward = self.forward.fresh()
         self._lock = threading.Lock()
 
+    def no_key(self) -> None:
+        """An interaction without a session key: for each session scorer, a selected run
+        filtered for that reason (``no_session``), so a session scorer that never judges
+        anything says why."""
+        self.counts.select(self._names, [])
+        for name in self._names:
+            self.counts.add(name, Decision.FILTERED, Reason.NO_SESSION)
+
+    def no_key_warning(self) -> str:
+        return (f"otel-scorers: session scorer(s) {', '.join(self._names)} judge nothing: "
+                "interactions arrive without a session key (looked for "
+                f"{', '.join(self.key_attributes)}; decision filtered, reason no_session). "
+                "To fix: put the conversation's id on your agent spans (OpenInference "
+                "using_session, gen_ai.conversation.id), or name the attribute holding it "
+                "with sessions.key_attributes (OTEL_SCORERS_SESSION_KEY)")
+
     def sampled(self, key: str) -> tuple[str, ...]:
         """The session scorers that judge session ``key`` (empty: none; counted once as
         sampled out, at its first turn)."""

@@ -117,7 +117,7 @@ def test_the_turns_come_in_before_the_idle_time_and_a_resumed_session_is_judged_
 
 def test_score_sessions_judges_now_and_runs_without_a_key_are_judged_per_turn_as_before(
         telemetry: CapturedTelemetry, judge: JudgeClient, judge_server: ScriptedJudgeServer,
-        make_processor: Any) -> None:
+        make_processor: Any, caplog: pytest.LogCaptureFixture) -> None:
     judge_server.responder = judge_responder()
     processor = make_processor([RubricScorer(judge, "- greets the user"),
                                 MultiTurnScorer(judge, name="conversation")],
@@ -133,7 +133,12 @@ def test_score_sessions_judges_now_and_runs_without_a_key_are_judged_per_turn_as
     attrs = dict(sessions[0].attributes or {})
     assert attrs["otel_scorers.session.trigger"] == "requested"
     assert attrs["otel_scorers.session.turns"] == 2
-    assert processor.stats()["conversation"] == {"selected": 1, "scored": 1}
+    # the run without a key: filtered for the session scorer, said once with the fix
+    assert processor.stats()["conversation"] == {"selected": 2, "scored": 1, "filtered": 1}
+    assert processor.health()["scorers"]["conversation"]["decisions"]["filtered"] == {
+        "no_session": 1}
+    said = [r.getMessage() for r in caplog.records if "no_session" in r.getMessage()]
+    assert len(said) == 1 and "OTEL_SCORERS_SESSION_KEY" in said[0]
     assert processor.health()["sessions"] == {"open": 0, "held": 1}  # kept for a resume
     assert processor.score_sessions(timeout_millis=1_000)  # nothing new: no second call
     assert len(telemetry.evaluation_spans("conversation")) == 1
