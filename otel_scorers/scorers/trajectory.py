@@ -393,8 +393,7 @@ def _efficiency(steps: Sequence[Step], acts: Sequence[Step], want: Expectation,
         start, end = step.start_ns, step.end_ns
         if start and (not first or start < first):
             first = start
-        if end > last:
-            last = end
+        last = max(last, end)
     duration = (last - first) / 1e9 if first and last else 0.0
     redundant = 0
     before = None
