@@ -321,7 +321,8 @@ class Evaluation:
                           "unexpectedly")
             return None
         finally:
-            self.release(span, attributes)
+            if session is None:  # a session result holds no span for enriched export
+                self.release(span, attributes)
 
     def _spend(self, slot: Slot, result: ScoreResult) -> None:
         """A judgement's tokens and cost against the scorer's budget; a call that succeeded
