@@ -406,9 +406,10 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
             return
         deadline = time.monotonic() + self.settings.exit_timeout_s
         settled = self._settle(deadline)
-        if self._sessions is not None and settled:  # conversations end with the process
+        if self._sessions is not None:  # conversations end with the process (what the
+            # deadline leaves no time for is dropped and counted below, with the rest)
             self._judge_sessions(self._sessions.store.take(trigger="exit"))
-            settled = self._settle(deadline)
+            settled = self._settle(deadline) and settled
             if self._sessions.forward is not None:  # the turns on their way to the fleet
                 self._sessions.forward.flush(deadline - time.monotonic())
         self._decider.warn_unselected()

@@ -335,3 +335,17 @@ def test_a_turn_delivered_again_is_kept_once_and_wakes_nothing() -> None:
     store.add("s", ("multi_turn",), turn)  # again, after judging: nothing new to judge
     now[0] = 30.0
     assert store.due() == [] and store.open_count() == 0 and len(store) == 1
+
+
+def test_a_session_the_exit_deadline_leaves_no_time_for_is_dropped_and_said(
+        tmp_path: Path, judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder(delay_s=3600)
+    spans = tmp_path / "spans.jsonl"
+    out = subprocess.run([sys.executable, str(HERE / "exit_app.py"), judge_server.url,
+                          str(spans), "2", "session"], capture_output=True, text=True,
+                         timeout=180, check=False)
+    assert out.returncode == 0, out.stderr
+    assert ("otel-scorers: 1 evaluation(s) were still pending when exit_timeout_s=2s ran out "
+            "at exit; they were dropped") in out.stderr
+    names = [json.loads(line)["name"] for line in spans.read_text().splitlines()]
+    assert names == ["invoke_agent greeter", "invoke_agent greeter"]  # the app's spans got out
