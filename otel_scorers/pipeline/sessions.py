@@ -185,9 +185,6 @@ class SessionStore:
     def __len__(self) -> int:
         return len(self._active) + len(self._resting) + len(self._judging)
 
-    def __contains__(self, key: str) -> bool:
-        return key in self._active or key in self._resting or key in self._judging
-
     # -- turns in ----------------------------------------------------------------------------
     def add(self, key: str, slots: tuple[str, ...], turn: StoredTurn, *,
             system: str | None = None, agent: str | None = None, rubric: Any = None) -> None:

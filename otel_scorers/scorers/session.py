@@ -14,13 +14,13 @@ turns from interactions and builds session runs with :func:`session_run`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from otel_scorers.scorers.run import Message, ScorerRun
 from otel_scorers.scorers.turns import Turn
 
-__all__ = ["render_transcript", "session_run", "turn_range", "turns_of"]
+__all__ = ["render_transcript", "session_run", "turns_of"]
 
 #: Characters of each side of a turn shown to the judge, and of the whole transcript.
 SHOWN_TURN_CHARS = 1_500
@@ -105,9 +105,3 @@ def _turn(turn: Turn, limit: int) -> str:
 
 def _clipped(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + " [...]"
-
-
-def turn_range(turns: Iterable[Turn]) -> tuple[int, int]:
-    """The first and last turn numbers (``(0, 0)`` for none)."""
-    indexes = [turn.index for turn in turns]
-    return (min(indexes), max(indexes)) if indexes else (0, 0)
