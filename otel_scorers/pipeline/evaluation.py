@@ -207,7 +207,7 @@ class Evaluation:
             return
         try:
             if captured.run is None:
-                sessions.store.unread(key)
+                sessions.unread(key, job.session_slots, captured.reason or Reason.NO_CONTENT)
             else:
                 sessions.add_turn(key, job.session_slots, captured.run, span,
                                   agent=captured.agent,

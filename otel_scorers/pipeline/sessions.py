@@ -192,8 +192,7 @@ class SessionStore:
         with self._lock:
             now = self._clock()
             judging = key in self._judging
-            session = (self._judging.get(key) or self._active.get(key)
-                       or self._resting.get(key))
+            session = self._find(key)
             if session is not None and turn.span_id and any(
                     t.span_id == turn.span_id and t.trace_id == turn.trace_id
                     for t in session.turns):
@@ -215,11 +214,13 @@ class SessionStore:
             if not judging:
                 self._active[key] = session
 
+    def _find(self, key: str) -> OpenSession | None:
+        return self._judging.get(key) or self._active.get(key) or self._resting.get(key)
+
     def unread(self, key: str) -> None:
         """An interaction of session ``key`` had no content to read."""
         with self._lock:
-            session = (self._active.get(key) or self._resting.get(key)
-                       or self._judging.get(key))
+            session = self._find(key)
             if session is not None:
                 session.unread += 1
 
@@ -341,6 +342,16 @@ class Sessions:
         self.counts.select(self._names, [])
         for name in self._names:
             self.counts.add(name, Decision.FILTERED, Reason.NO_SESSION)
+
+    def unread(self, key: str, slots: tuple[str, ...], reason: str) -> None:
+        """An interaction of session ``key`` that could not be read (``reason``: no content,
+        unreadable, ...): noted on the session, and for each session scorer that samples it a
+        selected run filtered for that reason, so a session whose turns are never readable
+        (content capture off) is counted, not silent."""
+        self.store.unread(key)
+        self.counts.select(slots, [])
+        for name in slots:
+            self.counts.add(name, Decision.FILTERED, reason)
 
     def no_key_warning(self) -> str:
         return (f"otel-scorers: session scorer(s) {', '.join(self._names)} judge nothing: "

@@ -349,3 +349,21 @@ def test_a_session_the_exit_deadline_leaves_no_time_for_is_dropped_and_said(
             "at exit; they were dropped") in out.stderr
     names = [json.loads(line)["name"] for line in spans.read_text().splitlines()]
     assert names == ["invoke_agent greeter", "invoke_agent greeter"]  # the app's spans got out
+
+
+def test_turns_without_content_are_counted_for_the_session_scorers_and_said(
+        telemetry: CapturedTelemetry, judge: JudgeClient, judge_server: ScriptedJudgeServer,
+        make_processor: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Content capture off (the instrumentations' default): the session's interactions carry
+    no text, so nothing is judged; each is a counted decision with its reason, said once."""
+    processor = make_processor([MultiTurnScorer(judge)], sessions=SessionPolicy(idle_s=3600))
+    for _ in range(2):
+        with telemetry.tracer().start_as_current_span("invoke_agent bot", attributes={
+                "gen_ai.operation.name": "invoke_agent", "session.id": "dark"}):
+            pass
+    assert processor.force_flush(10_000)
+    assert processor.score_sessions(timeout_millis=10_000)
+    assert not judge_server.requests
+    assert processor.health()["scorers"]["multi_turn"]["decisions"] == {
+        "selected": 2, "filtered": {"no_content": 2}}
+    assert len([r for r in caplog.records if "(no_content)" in r.getMessage()]) == 1
