@@ -69,7 +69,7 @@ def imports(path: Path) -> list[tuple[str, int]]:
             out.extend((alias.name, node.lineno) for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module is not None:
             out.append((node.module, node.lineno))
-            # "from otel_scorers.emit import names" imports the module otel_scorers.emit.names
+            # "from otel_scorers.emit import spans" imports the module otel_scorers.emit.spans
             out.extend((f"{node.module}.{alias.name}", node.lineno) for alias in node.names
                        if (PACKAGE / Path(*node.module.split(".")[1:]) / alias.name).exists()
                        or (PACKAGE / Path(*node.module.split(".")[1:])

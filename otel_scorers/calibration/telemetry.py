@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from otel_scorers.emit.names import (
+from otel_scorers.names import (
     M_CASES,
     M_JUDGE_MODEL,
     METRIC_CALIBRATION_AGREEMENT,

@@ -18,7 +18,7 @@ dumps), and what cannot be read at all (a workflow's state dump, a Python repr) 
 the run is then ``unreadable``. A turn that ends in a tool call or a handoff has no answer.
 
 Nothing here raises: a span without usable content yields ``Captured.run is None`` with a
-:class:`~otel_scorers.emit.names.Reason`.
+:class:`~otel_scorers.names.Reason`.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from otel_scorers.capture.pieces import Piece
 from otel_scorers.capture.readers import READERS
 from otel_scorers.capture.serialized import is_blank
 from otel_scorers.capture.steps import steps_of, tools_of
-from otel_scorers.emit.names import RUBRIC_ATTRIBUTE, Reason
+from otel_scorers.names import RUBRIC_ATTRIBUTE, Reason
 from otel_scorers.scorers.run import Message, RunLike, ScorerRun
 
 __all__ = ["CaptureMapping", "Captured", "Extractor", "Limits", "agent_name", "attribute_dict",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from otel_scorers.capture.serialized import Quality, is_blank, read_value
-from otel_scorers.emit.names import Reason
+from otel_scorers.names import Reason
 from otel_scorers.scorers.run import Message, messages_from
 
 __all__ = [

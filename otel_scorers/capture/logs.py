@@ -34,7 +34,7 @@ from otel_scorers.capture.conventions import (
     value_size,
 )
 from otel_scorers.capture.readers import read_genai
-from otel_scorers.emit.names import Reason
+from otel_scorers.names import Reason
 from otel_scorers.scorers.run import Message, text_of
 
 __all__ = [

@@ -42,7 +42,7 @@ from otel_scorers.capture.interactions import Candidate
 from otel_scorers.capture.kinds import AGENT, LLM, span_kind
 from otel_scorers.capture.logs import RecordContent
 from otel_scorers.capture.pieces import Piece, pieces_under
-from otel_scorers.emit.names import Reason
+from otel_scorers.names import Reason
 
 __all__ = ["CONTENT_KEY_SET", "Pending", "TraceBuffer"]
 

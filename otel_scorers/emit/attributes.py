@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from otel_scorers.emit import names as n
+from otel_scorers import names as n
 from otel_scorers.scorers.alignment import AlignmentAnalysis, AlignmentDimensions
 from otel_scorers.scorers.criteria import RubricAnalysis
 from otel_scorers.scorers.result import ScoreResult

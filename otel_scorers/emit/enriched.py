@@ -19,7 +19,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-from otel_scorers.emit.names import Reason
+from otel_scorers.names import Reason
 
 __all__ = ["EnrichedExport"]
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation, get_meter
 
-from otel_scorers.emit import names as n
+from otel_scorers import names as n
 from otel_scorers.emit.attributes import dimension_scores, emitted_ids
 from otel_scorers.scorers.criteria import RubricAnalysis
 from otel_scorers.scorers.result import ScoreResult

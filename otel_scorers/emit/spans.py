@@ -17,8 +17,8 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import NonRecordingSpan, Status, StatusCode, TracerProvider
 
+from otel_scorers import names as n
 from otel_scorers._version import __version__
-from otel_scorers.emit import names as n
 from otel_scorers.emit.attributes import (
     ContentPolicy,
     fit_attributes,

@@ -52,8 +52,8 @@ from google.protobuf.message import Message
 from google.rpc import status_pb2
 from opentelemetry.metrics import MeterProvider, get_meter
 
+from otel_scorers import names as n
 from otel_scorers._version import __version__
-from otel_scorers.emit import names as n
 from otel_scorers.gateway.body import BodyError, decompress, read_limited
 from otel_scorers.gateway.content import strip_logs, strip_spans
 from otel_scorers.gateway.security import BearerAuth, mask, safe_url, url_secrets

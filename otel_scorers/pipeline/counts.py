@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from opentelemetry.metrics import CallbackOptions, Observation
 
-from otel_scorers.emit import names as n
+from otel_scorers import names as n
 
 __all__ = ["DecisionCounts", "DecisionKey"]
 

@@ -23,7 +23,7 @@ from otel_scorers.capture.logs import has_genai_events
 from otel_scorers.capture.sessions import session_key
 from otel_scorers.capture.trace import CONTENT_KEY_SET, Pending, TraceBuffer
 from otel_scorers.emit.enriched import EnrichedExport
-from otel_scorers.emit.names import Decision, Reason
+from otel_scorers.names import Decision, Reason
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.evaluation import Job
 from otel_scorers.pipeline.on_demand import is_own

@@ -17,6 +17,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from otel_scorers import names as n
 from otel_scorers.capture import (
     Captured,
     CaptureMapping,
@@ -28,13 +29,12 @@ from otel_scorers.capture import (
 from otel_scorers.capture.advice import content_fix
 from otel_scorers.capture.pieces import Piece
 from otel_scorers.capture.trace import TraceBuffer
-from otel_scorers.emit import names as n
 from otel_scorers.emit.attributes import ContentPolicy, result_attributes
 from otel_scorers.emit.enriched import EnrichedExport
 from otel_scorers.emit.metrics import ScorerMetrics
-from otel_scorers.emit.names import Decision, Reason
 from otel_scorers.emit.spans import Emitter
 from otel_scorers.errors import JudgeTimeoutError
+from otel_scorers.names import Decision, Reason
 from otel_scorers.pipeline.cache import ResultCache
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.health import Health

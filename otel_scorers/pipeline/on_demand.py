@@ -14,10 +14,10 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_scorers import background_loop
+from otel_scorers import names as n
 from otel_scorers.capture import Captured, attribute_dict
 from otel_scorers.capture.pieces import Piece
 from otel_scorers.capture.sessions import DEFAULT_SESSION_KEYS, session_key
-from otel_scorers.emit import names as n
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.evaluation import Evaluation, Job
 from otel_scorers.pipeline.selection import Selector, is_llm_call

@@ -11,7 +11,7 @@ parts are built from arguments and settings in :mod:`.build`. Flush, exit, shutd
 are here too, each with its own care.
 
 Every selected (span, scorer) pair ends in exactly one counted decision (see
-:class:`~otel_scorers.emit.names.Decision`); :meth:`ScoringSpanProcessor.stats` shows them.
+:class:`~otel_scorers.names.Decision`); :meth:`ScoringSpanProcessor.stats` shows them.
 The log side is :mod:`.logs`, judging on demand (offline re-scoring) :mod:`.on_demand`.
 """
 
@@ -40,7 +40,7 @@ from otel_scorers.capture import CaptureMapping, Extractor, Limits, attribute_di
 from otel_scorers.capture.kinds import KIND_KEYS
 from otel_scorers.capture.strip import StripPolicy
 from otel_scorers.capture.trace import CONTENT_KEY_SET
-from otel_scorers.emit.names import Decision, Reason
+from otel_scorers.names import Decision, Reason
 from otel_scorers.pipeline import build
 from otel_scorers.pipeline.decide import RESOLVE_ALL, Decider
 from otel_scorers.pipeline.deferral import Deferred
@@ -50,7 +50,7 @@ from otel_scorers.pipeline.on_demand import OnDemand
 from otel_scorers.pipeline.sampling import Sampling
 from otel_scorers.pipeline.selection import Selection
 from otel_scorers.pipeline.sessions import OpenSession, SessionPolicy
-from otel_scorers.pipeline.slots import ScorerSpec
+from otel_scorers.pipeline.slots import ScorerSpec, Slot
 from otel_scorers.pipeline.unselected import Unselected
 from otel_scorers.pipeline.worker import Worker
 from otel_scorers.scorers.base import Scorer
@@ -167,8 +167,7 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
 
     @property
     def scorers(self) -> tuple[Scorer, ...]:
-        sessions = self._sessions.slots if self._sessions is not None else ()
-        return tuple(slot.scorer for slot in (*self._slots, *sessions))
+        return tuple(slot.scorer for slot in self._all_slots())
 
     @property
     def strip_policy(self) -> StripPolicy | None:
@@ -181,7 +180,8 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
         """Runs waiting for a free evaluation slot."""
         return self._worker.depth
 
-    def _all_slots(self) -> tuple[Any, ...]:
+    def _all_slots(self) -> tuple[Slot, ...]:
+        """The turn scorers' slots, then the session scorers'."""
         return (*self._slots, *(self._sessions.slots if self._sessions is not None else ()))
 
     def stats(self) -> dict[str, dict[str, int]]:

@@ -38,9 +38,9 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, TraceFlags
 
+from otel_scorers import names as n
 from otel_scorers.capture.sessions import DEFAULT_SESSION_KEYS
-from otel_scorers.emit import names as n
-from otel_scorers.emit.names import Decision, Reason
+from otel_scorers.names import Decision, Reason
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.slots import Slot
 from otel_scorers.pipeline.turn_records import TurnForwarder, turn_of_record

@@ -10,7 +10,7 @@ import pytest
 
 from otel_scorers.capture import capture_span
 from otel_scorers.capture.serialized import Quality, is_blank, looks_like_repr, read_value
-from otel_scorers.emit.names import Reason
+from otel_scorers.names import Reason
 from tests.support import Telemetry
 
 

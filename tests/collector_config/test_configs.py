@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from otel_scorers.emit import names
+from otel_scorers import names
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "collector-config"

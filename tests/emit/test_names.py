@@ -1,4 +1,4 @@
-"""Names are defined once (emit/names.py) and the documented tables (docs/telemetry.md, the
+"""Names are defined once (names.py) and the documented tables (docs/telemetry.md, the
 README's troubleshooting table) match what is really emitted."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from otel_scorers.emit import names
+from otel_scorers import names
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
 from tests.support import Telemetry, doc, end_agent_span, section
 

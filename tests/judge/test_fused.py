@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from otel_scorers import PromptAlignmentScorer, RubricScorer
-from otel_scorers.emit.names import Decision
 from otel_scorers.judge.client import JudgeClient
+from otel_scorers.names import Decision
 from otel_scorers.testing import (
     RecordedRequest,
     ScriptedJudgeServer,

@@ -17,7 +17,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from otel_scorers.capture.interactions import Candidate, resolve
 from otel_scorers.capture.trace import TraceBuffer
-from otel_scorers.emit.names import Reason
+from otel_scorers.names import Reason
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
 from tests.support import Telemetry
 

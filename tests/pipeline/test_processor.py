@@ -11,8 +11,8 @@ import pytest
 from opentelemetry.trace import StatusCode
 
 from otel_scorers import ConfigError, RubricScorer
-from otel_scorers.emit.names import Decision
 from otel_scorers.judge.client import JudgeClient
+from otel_scorers.names import Decision
 from otel_scorers.pipeline import Sampling, ScorerSpec, Selection
 from otel_scorers.testing import ScriptedJudgeServer, fault, hang, judge_responder
 from tests.support import Telemetry, end_agent_span, genai_attributes
