@@ -133,3 +133,65 @@ def test_a_violation_is_caught() -> None:
     assert layer_of("capture.trace").name == "capture"
     capture = layer_of("capture")
     assert not any(m in capture.may_import for m in layer_of("pipeline").modules)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the library's modules it imports (any import, typing-only ones too); an
+    import of a package's submodule (``from otel_scorers import names``) is not an import of
+    the package itself."""
+    known = {module_name(path) for path in SOURCES}
+    graph: dict[str, set[str]] = {}
+    for path in SOURCES:
+        edges = set()
+        for target, _ in imports(path):
+            name = target.removeprefix("otel_scorers.")
+            if target.startswith("otel_scorers.") and name in known:
+                edges.add(name)
+        graph[module_name(path)] = edges
+    for source, edges in graph.items():  # "from otel_scorers.x import y" names x and x.y
+        for target in list(edges):
+            if any(other.startswith(target + ".") for other in edges) and target != source:
+                edges.discard(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph.get(node, ()):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                top = stack.pop()
+                group.append(top)
+                if top == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_itself_round_about() -> None:
+    # An import cycle makes the import order matter and the modules one: each floor's modules
+    # import downwards only, typing-only imports included.
+    assert cycles(import_graph()) == []
+
+
+def test_a_cycle_is_caught() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -20,12 +20,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from otel_scorers.scorers.alignment import AlignmentAnalysis, AlignmentDimensions
-from otel_scorers.scorers.cases import DIMENSIONS, LabelledCase, band_of
-from otel_scorers.scorers.faithfulness import FaithfulnessAnalysis
+from otel_scorers.scorers.analysis import rendering
+from otel_scorers.scorers.cases import LabelledCase, band_of
 from otel_scorers.scorers.result import ScoreResult
-from otel_scorers.scorers.rubric import RubricAnalysis, criterion_ids
-from otel_scorers.scorers.tool_use import ToolUseAnalysis, call_ids
 
 #: Case kinds labelled verdict by verdict (the others by a score and its band).
 VERDICT_KINDS = ("rubric", "tool_use")
@@ -138,49 +135,12 @@ class Outcome:
         outcome = cls(case, result)
         if result.error is not None:
             return outcome
-        analysis = result.analysis
-        if isinstance(analysis, FaithfulnessAnalysis) and result.score is not None:
-            outcome.normalized = result.score / result.scale
-            outcome.judged_pass = result.label == "pass"
-        elif isinstance(analysis, ToolUseAnalysis):
-            assert case.expected.verdicts is not None
-            calls = [s for s in case.scorer_run().steps if s.kind in ("tool", "handoff")]
-            outcome.verdicts = [(f"{case.scorer}:{ident}", expected, verdict.satisfied)
-                                for ident, expected, verdict in zip(
-                                    call_ids(calls), case.expected.verdicts, analysis.criteria,
-                                    strict=False)]
-            outcome.judged_pass = result.label == "pass"
-        elif isinstance(analysis, RubricAnalysis) and case.expected.verdicts is None:
-            outcome.judged_pass = result.label == "pass"  # a reviewer labelled the run only
-        elif isinstance(analysis, RubricAnalysis):
-            assert case.expected.verdicts is not None
-            ids = criterion_ids(case.criteria())
-            outcome.verdicts = [(ident, expected, verdict.satisfied) for ident, expected, verdict
-                                in zip(ids, case.expected.verdicts, analysis.criteria,
-                                       strict=True)]
-            outcome.judged_pass = result.label == "pass"
-        elif isinstance(analysis, AlignmentAnalysis) and result.score is not None:
-            outcome.normalized = result.score / result.scale
-            outcome.dimension_hits = _dimension_hits(case, result, analysis)
+        calibrated = rendering(result.analysis).calibrated(case, result)
+        outcome.judged_pass = calibrated.judged_pass
+        outcome.normalized = calibrated.normalized
+        outcome.verdicts = list(calibrated.verdicts)
+        outcome.dimension_hits = dict(calibrated.dimension_hits)
         return outcome
-
-
-def _dimension_hits(case: LabelledCase, result: ScoreResult,
-                    analysis: AlignmentAnalysis) -> dict[str, bool]:
-    expected = case.expected.dimensions or {}
-    judged: dict[str, AlignmentDimensions | None] = {
-        "user": analysis if result.mode in ("user", "both") else None,
-        "system": (analysis.system_compliance if result.mode == "both"
-                   else analysis if result.mode == "system" else None)}
-    hits: dict[str, bool] = {}
-    for side, bands in expected.items():
-        dims = judged.get(side)
-        if dims is None:
-            continue
-        scores = dims.scores()
-        for name in DIMENSIONS:
-            hits[f"{side}.{name}"] = band_of(float(scores[name])) == getattr(bands, name)
-    return hits
 
 
 def differences(before: dict[str, Any], after: dict[str, Any],

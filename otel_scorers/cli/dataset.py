@@ -23,10 +23,10 @@ from typing import IO, Any
 from otel_scorers import background_loop
 from otel_scorers.cli.errors import UsageProblem
 from otel_scorers.errors import ConfigError
+from otel_scorers.scorers.analysis import rendering
 from otel_scorers.scorers.base import BaseScorer
 from otel_scorers.scorers.cases import json_lines, read_lines
 from otel_scorers.scorers.result import ScoreResult
-from otel_scorers.scorers.rubric import RubricAnalysis
 from otel_scorers.scorers.run import ScorerRun
 
 __all__ = ["Dataset", "Summary", "read_dataset", "score_dataset"]
@@ -117,13 +117,10 @@ class Summary:
         if result.passed is not None:
             self.verdicts += 1
             self.passes += bool(result.passed)
-        analysis = result.analysis
-        if isinstance(analysis, RubricAnalysis) and analysis.verdict_metrics:
-            for criterion in analysis.criteria:
-                counts = self.criteria.setdefault(getattr(criterion, analysis.stable_key),
-                                                  [0, 0])
-                counts[0] += not criterion.satisfied
-                counts[1] += 1
+        for key, satisfied in rendering(result.analysis).summary_rows():
+            counts = self.criteria.setdefault(key, [0, 0])
+            counts[0] += not satisfied
+            counts[1] += 1
 
     @property
     def mean(self) -> float | None:

@@ -14,17 +14,14 @@ from otel_scorers.cli.errors import EXIT_FAILED, UsageProblem
 from otel_scorers.cli.options import Finite, judge_of, judge_options
 from otel_scorers.errors import ConfigError
 from otel_scorers.judge.client import JudgeClient
-from otel_scorers.scorers.alignment import (
-    AlignmentAnalysis,
-    AlignmentDimensions,
-    PromptAlignmentScorer,
-)
+from otel_scorers.scorers.alignment import PromptAlignmentScorer
+from otel_scorers.scorers.analysis import rendering
 from otel_scorers.scorers.base import BaseScorer
-from otel_scorers.scorers.checks import ChecksScorer
+from otel_scorers.scorers.checks_scorer import ChecksScorer
 from otel_scorers.scorers.faithfulness import FaithfulnessScorer
 from otel_scorers.scorers.multi_turn import MultiTurnScorer
 from otel_scorers.scorers.result import ScoreResult
-from otel_scorers.scorers.rubric import Criterion, RubricAnalysis, RubricScorer, parse_rubric
+from otel_scorers.scorers.rubric import Criterion, RubricScorer, parse_rubric
 from otel_scorers.scorers.run import Message, ScorerRun
 from otel_scorers.scorers.tool_use import ToolUseScorer
 from otel_scorers.scorers.trajectory import TrajectoryScorer
@@ -199,39 +196,18 @@ def _score_dataset(scorer: BaseScorer, path: Path, results: str | None, concurre
 
 def _print_result(result: ScoreResult) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
-    analysis = result.analysis
-    if isinstance(analysis, RubricAnalysis):
-        table = Table(title=f"{result.scorer}: criteria", show_lines=False)
-        for column in ("criterion", "required", "verdict", "reasoning"):
+    shown = rendering(result.analysis).table(result)
+    if shown is not None:
+        table = Table(title=shown.title, show_lines=False)
+        for column in shown.columns:
             table.add_column(column, overflow="fold")
-        for c in analysis.criteria:
-            verdict = "[green]satisfied[/]" if c.satisfied else "[red]not satisfied[/]"
-            table.add_row(c.description, "required" if c.required else "optional", verdict,
-                          c.reasoning)
-        console.print(table)
-    elif isinstance(analysis, AlignmentAnalysis):
-        table = Table(title=f"{result.scorer}: dimensions ({result.mode} mode)")
-        for column in ("dimension", "score", "reasoning"):
-            table.add_column(column, overflow="fold")
-        sides: list[tuple[str, AlignmentDimensions]] = [
-            ("user" if result.mode != "system" else "system", analysis)]
-        if analysis.system_compliance is not None:
-            sides.append(("system", analysis.system_compliance))
-        for side, dims in sides:
-            table.add_row(f"{side} intent", f"{dims.intent_alignment.score:.2f}",
-                          dims.intent_alignment.reasoning)
-            table.add_row(f"{side} requirements",
-                          f"{dims.requirements_fulfillment.overall_score:.2f}",
-                          "; ".join(f"{'✓' if r.is_fulfilled else '✗'} {r.requirement}"
-                                    for r in dims.requirements_fulfillment.requirements))
-            table.add_row(f"{side} completeness", f"{dims.completeness.score:.2f}",
-                          dims.completeness.reasoning)
-            table.add_row(f"{side} appropriateness",
-                          f"{dims.response_appropriateness.score:.2f}",
-                          dims.response_appropriateness.reasoning)
+        for row in shown.rows:
+            table.add_row(*(_verdict(cell) if index == shown.verdict_column else escape(cell)
+                            for index, cell in enumerate(row)))
         console.print(table)
     if result.score is not None:
         console.print(f"[bold]score[/] {result.score:g} / {result.scale:g}  "
@@ -243,6 +219,12 @@ def _print_result(result: ScoreResult) -> None:
         console.print(f"[dim]judge {usage.model}: {usage.calls} call(s), "
                       f"{usage.prompt_tokens}+{usage.completion_tokens} tokens, cost {cost}, "
                       f"{usage.latency_s:.2f}s[/]")
+
+
+def _verdict(cell: str) -> str:
+    from rich.markup import escape
+
+    return "[green]satisfied[/]" if cell == "satisfied" else f"[red]{escape(cell)}[/]"
 
 
 def _scorer(kind: str, judge: Callable[[], JudgeClient], criteria: tuple[str, ...],

@@ -7,38 +7,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from otel_scorers import names as n
-from otel_scorers.scorers.alignment import AlignmentAnalysis, AlignmentDimensions
-from otel_scorers.scorers.criteria import RubricAnalysis
+from otel_scorers.policy import ContentPolicy
+from otel_scorers.scorers.analysis import rendering
 from otel_scorers.scorers.result import ScoreResult
 
-__all__ = ["ContentPolicy", "emitted_ids", "fit_attributes", "result_attributes",
-           "semconv_attributes"]
+__all__ = ["ContentPolicy", "fit_attributes", "result_attributes", "semconv_attributes"]
 
-ContentMode = Literal["full", "truncate", "none"]
 AttributeValue = str | bool | int | float | list[str]
-
-
-@dataclass(frozen=True)
-class ContentPolicy:
-    """What judge-written text is kept: all of it, ``max_chars`` of each, or none.
-
-    With ``none`` only numbers, labels, ids and verdicts leave the process (content-free
-    telemetry); criterion descriptions are dropped too, since a dynamic rubric is app content.
-    """
-
-    mode: ContentMode = "full"
-    max_chars: int = 1_000
-
-    def text(self, value: str) -> str | None:
-        if self.mode == "none" or not value:
-            return None
-        if self.mode == "truncate" and len(value) > self.max_chars:
-            return value[: self.max_chars - 1] + "…"
-        return value
 
 
 def semconv_attributes(result: ScoreResult, policy: ContentPolicy) -> dict[str, AttributeValue]:
@@ -90,86 +68,9 @@ def result_attributes(result: ScoreResult, prefix: str,
         put(n.ATTR_JUDGE_LATENCY_S, round(usage.latency_s, 6))
         if usage.estimated:
             put(n.ATTR_JUDGE_TOKENS_ESTIMATED, True)
-    analysis = result.analysis
-    if isinstance(analysis, RubricAnalysis):
-        _rubric(analysis, put, policy)
-    elif isinstance(analysis, AlignmentAnalysis):
-        _alignment(analysis, result.mode, put, policy)
+    for key, value in rendering(result.analysis).attributes(result, policy).items():
+        put(key, value)
     return out
-
-
-def emitted_ids(analysis: RubricAnalysis, content_free: bool) -> list[str]:
-    """Criterion ids as telemetry carries them: the rubric's, except for a rubric that came
-    with the run when no content may leave (``reasons="none"``): ``c1``, ``c2``, ... then,
-    since an id made from a description is a piece of that description."""
-    if content_free and analysis.dynamic:
-        return [f"c{i}" for i in range(1, len(analysis.criteria) + 1)]
-    return [c.id for c in analysis.criteria]
-
-
-def _rubric(analysis: RubricAnalysis, put: Any, policy: ContentPolicy) -> None:
-    ids = emitted_ids(analysis, policy.mode == "none")
-    put(n.ATTR_CRITERIA_IDS, ids)
-    gating_all = not any(c.required for c in analysis.criteria)
-    put(n.ATTR_CRITERIA_UNMET, [i for i, c in zip(ids, analysis.criteria, strict=True)
-                                if not c.satisfied and (c.required or gating_all)])
-    put(n.ATTR_REQUIRED_UNMET, analysis.required_unmet)
-    put(n.ATTR_OVERALL_ASSESSMENT, policy.text(analysis.overall_assessment))
-    for ident, criterion in zip(ids, analysis.criteria, strict=True):
-        base = f"{n.ATTR_CRITERION}.{ident}."
-        put(base + "satisfied", criterion.satisfied)
-        put(base + "required", criterion.required)
-        put(base + "description", policy.text(criterion.description))
-        put(base + "reasoning", policy.text(criterion.reasoning))
-        put(base + "score", criterion.score)
-
-
-def _alignment(analysis: AlignmentAnalysis, mode: str | None, put: Any,
-               policy: ContentPolicy) -> None:
-    sides: list[tuple[str, AlignmentDimensions]] = [
-        ("system" if mode == "system" else "user", analysis)]
-    if analysis.system_compliance is not None:
-        sides.append(("system", analysis.system_compliance))
-    put(n.ATTR_OVERALL_ASSESSMENT, policy.text(analysis.overall_assessment))
-    for side, dims in sides:
-        base = f"{n.ATTR_DIMENSION}.{side}."
-        for name, score, reasoning in _dimension_rows(dims):
-            put(f"{base}{name}.score", score)
-            put(f"{base}{name}.reasoning", policy.text(reasoning))
-        put(f"{base}{n.ATTR_PRIMARY_INTENT}", policy.text(dims.intent_alignment.primary_intent))
-        put(f"{base}intent.addressed", dims.intent_alignment.is_addressed)
-        put(f"{base}appropriateness.format", dims.response_appropriateness.format_alignment)
-        put(f"{base}appropriateness.tone", dims.response_appropriateness.tone_alignment)
-        if policy.mode != "none":
-            unmet = [r.requirement for r in dims.requirements_fulfillment.requirements
-                     if not r.is_fulfilled]
-            put(f"{base}{n.ATTR_REQUIREMENTS_UNFULFILLED}",
-                [policy.text(u) or "" for u in unmet] or None)
-            put(f"{base}{n.ATTR_MISSING_ELEMENTS}",
-                [policy.text(m) or "" for m in dims.completeness.missing_elements] or None)
-
-
-def _dimension_rows(dims: AlignmentDimensions) -> list[tuple[str, float, str]]:
-    return [
-        ("intent", dims.intent_alignment.score, dims.intent_alignment.reasoning),
-        ("requirements", dims.requirements_fulfillment.overall_score, ""),
-        ("completeness", dims.completeness.score, dims.completeness.reasoning),
-        ("appropriateness", dims.response_appropriateness.score,
-         dims.response_appropriateness.reasoning),
-    ]
-
-
-def dimension_scores(result: ScoreResult) -> list[tuple[str, str, float]]:
-    """``(side, dimension, score)`` rows of an alignment result (for metrics)."""
-    analysis = result.analysis
-    if not isinstance(analysis, AlignmentAnalysis):
-        return []
-    rows = [("system" if result.mode == "system" else "user", name, score)
-            for name, score, _ in _dimension_rows(analysis)]
-    if analysis.system_compliance is not None:
-        rows += [("system", name, score)
-                 for name, score, _ in _dimension_rows(analysis.system_compliance)]
-    return rows
 
 
 #: The attributes an evaluation span must never lose, the most important last: the SDK drops

@@ -22,8 +22,7 @@ from typing import Any
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation, get_meter
 
 from otel_scorers import names as n
-from otel_scorers.emit.attributes import dimension_scores, emitted_ids
-from otel_scorers.scorers.criteria import RubricAnalysis
+from otel_scorers.scorers.analysis import rendering
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.steps import Step
 
@@ -192,14 +191,12 @@ class ScorerMetrics:
             self.session_evaluations.add(1, self._bounded(n.METRIC_SESSION_EVALUATIONS, {
                 **labelled, n.M_PASSED: passed, n.M_JUDGE_MODEL: model}))
             self.session_turns.record(turns, self._bounded(n.METRIC_SESSION_TURNS, base))
-        if isinstance(result.analysis, RubricAnalysis) and result.analysis.verdict_metrics:
-            ids = emitted_ids(result.analysis, self._content_free)
-            for ident, criterion in zip(ids, result.analysis.criteria, strict=True):
-                self.verdicts.add(1, self._bounded(n.METRIC_CRITERION_VERDICTS, {
-                    **base, n.M_CRITERION: self._criterion(result.scorer, ident),
-                    n.M_SATISFIED: str(criterion.satisfied).lower(),
-                    n.M_REQUIRED: str(criterion.required).lower()}))
-        for side, dimension, score in dimension_scores(result):
+        analysis = rendering(result.analysis)
+        for ident, satisfied, required in analysis.verdict_rows(self._content_free):
+            self.verdicts.add(1, self._bounded(n.METRIC_CRITERION_VERDICTS, {
+                **base, n.M_CRITERION: self._criterion(result.scorer, ident),
+                n.M_SATISFIED: str(satisfied).lower(), n.M_REQUIRED: str(required).lower()}))
+        for side, dimension, score in analysis.dimension_rows(result.mode):
             self.dimensions.record(score, self._bounded(n.METRIC_DIMENSION_SCORE, {
                 **base, n.M_SIDE: side, n.M_DIMENSION: dimension}))
 

@@ -9,8 +9,8 @@ body limit.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from opentelemetry.proto.collector.metrics.v1 import (
@@ -19,13 +19,28 @@ from opentelemetry.proto.collector.metrics.v1 import (
 )
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-if TYPE_CHECKING:
-    from otel_scorers.gateway.server import Gateway
-
-__all__ = ["grpc_server"]
+__all__ = ["Receiver", "grpc_server"]
 
 
-def grpc_server(gateway: Gateway, address: str) -> Any:
+class Receiver(Protocol):
+    """What the gRPC server needs of the gateway (:class:`~otel_scorers.gateway.server.Gateway`):
+    its limits and token, its event loop, and the one way in every request takes."""
+
+    auth: Any
+    max_inflight: int
+    max_body_bytes: int
+    forward_timeout_s: float
+    tls_files: tuple[str, str] | None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None: ...
+
+    def accept(self, signal: str, decoded: Any) -> Coroutine[Any, Any, tuple[int, str]]: ...
+
+    def count(self, signal: str, outcome: str) -> None: ...
+
+
+def grpc_server(gateway: Receiver, address: str) -> Any:
     """Start the OTLP/gRPC server on ``address`` (``host:port``)."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -49,12 +64,12 @@ def grpc_server(gateway: Gateway, address: str) -> Any:
             if gateway.auth is not None:
                 header = dict(context.invocation_metadata()).get("authorization")
                 if not gateway.auth.allows(header):
-                    gateway._count(signal, "unauthorized")
+                    gateway.count(signal, "unauthorized")
                     context.abort(grpc.StatusCode.UNAUTHENTICATED,
                                   "missing or wrong bearer token")
-            assert gateway._loop is not None
-            future = asyncio.run_coroutine_threadsafe(gateway.accept(signal, request),
-                                                      gateway._loop)
+            loop = gateway.loop
+            assert loop is not None
+            future = asyncio.run_coroutine_threadsafe(gateway.accept(signal, request), loop)
             try:
                 status, message = future.result(gateway.forward_timeout_s + 5)
             except Exception as exc:

@@ -147,7 +147,13 @@ class Gateway:
             await self._session.close()
         await asyncio.to_thread(self.processor.shutdown)
 
-    def _count(self, signal: str, outcome: str) -> None:
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop serving requests (``None`` before start)."""
+        return self._loop
+
+    def count(self, signal: str, outcome: str) -> None:
+        """One request of ``signal`` ended with ``outcome`` (``forwarded``, ``busy``, ...)."""
         key = outcome if signal == "traces" else f"{signal}:{outcome}"
         self.counts[key] = self.counts.get(key, 0) + 1
         self._requests.add(1, {n.M_OUTCOME: outcome, n.M_SIGNAL: signal})
@@ -161,11 +167,11 @@ class Gateway:
     async def receive(self, request: web.Request, signal: str) -> web.Response:
         as_json = (request.content_type or _PROTOBUF) == _JSON
         if self.auth is not None and not self.auth.allows(request.headers.get("Authorization")):
-            self._count(signal, "unauthorized")
+            self.count(signal, "unauthorized")
             return self._error(401, "missing or wrong bearer token", as_json,
                                headers={"WWW-Authenticate": "Bearer"})
         if self._inflight >= self.max_inflight:  # admission comes before reading
-            self._count(signal, "busy")
+            self.count(signal, "busy")
             return self._error(503, "gateway busy: too many requests in flight", as_json,
                                retry=True)
         self._inflight += 1
@@ -180,10 +186,10 @@ class Gateway:
             del body
             status, message = await self.accept(signal, decoded, payload, counted=True)
         except BodyError as exc:
-            self._count(signal, {408: "timeout", 413: "too_large"}.get(exc.status, "invalid"))
+            self.count(signal, {408: "timeout", 413: "too_large"}.get(exc.status, "invalid"))
             return self._error(exc.status, str(exc), as_json)
         except OTLPDecodeError as exc:
-            self._count(signal, "invalid")
+            self.count(signal, "invalid")
             return self._error(400, str(exc), as_json)
         finally:
             self._inflight -= 1
@@ -210,7 +216,7 @@ class Gateway:
         gateway loop. ``counted``: the caller holds an admission slot already."""
         if not counted:
             if self._inflight >= self.max_inflight:
-                self._count(signal, "busy")
+                self.count(signal, "busy")
                 return 503, "gateway busy: too many requests in flight"
             self._inflight += 1
         try:
@@ -221,7 +227,7 @@ class Gateway:
                     payload = None
                     await asyncio.to_thread(self.processor.receive_turns, turns)
                     if not left:
-                        self._count(signal, "turns")
+                        self.count(signal, "turns")
                         return 200, ""
             if payload is None:
                 payload = await asyncio.to_thread(self._payload_of, signal, decoded)
@@ -229,16 +235,16 @@ class Gateway:
             status, detail = await self._forward_body(signal, payload)
             self._forward.record(time.monotonic() - started, {n.M_SIGNAL: signal})
             if status is None or status in _RETRYABLE:
-                self._count(signal, "upstream_unavailable")
+                self.count(signal, "upstream_unavailable")
                 return 503, f"upstream not accepting data: {detail}"
             if 300 <= status < 400:
-                self._count(signal, "upstream_redirect")
+                self.count(signal, "upstream_redirect")
                 return 502, (f"upstream answered HTTP {status} (a redirect); redirects are "
                              "not followed: point --upstream at the final URL")
             if not 200 <= status < 300:
-                self._count(signal, "upstream_rejected")
+                self.count(signal, "upstream_rejected")
                 return status, f"upstream rejected the data: {detail}"
-            self._count(signal, "forwarded")
+            self.count(signal, "forwarded")
             if signal != "metrics":
                 await asyncio.to_thread(self._score, signal, decoded)
             return 200, ""

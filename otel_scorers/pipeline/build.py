@@ -28,7 +28,6 @@ from otel_scorers.config import (
 )
 from otel_scorers.config.params import ARGUMENTS, PipelineSettings
 from otel_scorers.config.settings import SessionSettings
-from otel_scorers.emit.attributes import ContentPolicy
 from otel_scorers.emit.enriched import EnrichedExport
 from otel_scorers.emit.metrics import ScorerMetrics
 from otel_scorers.emit.spans import Emitter
@@ -45,12 +44,14 @@ from otel_scorers.pipeline.selection import Selection, Selector
 from otel_scorers.pipeline.sessions import SessionPolicy, Sessions, SessionStore
 from otel_scorers.pipeline.slots import ScorerSpec, Slot
 from otel_scorers.pipeline.turn_records import TurnForwarder
+from otel_scorers.policy import ContentPolicy
 from otel_scorers.scorers.alignment import PromptAlignmentScorer
 from otel_scorers.scorers.base import Scorer
-from otel_scorers.scorers.checks import ChecksScorer
+from otel_scorers.scorers.checks_scorer import ChecksScorer
+from otel_scorers.scorers.criteria import RubricLike, needs_steps, parse_rubric
 from otel_scorers.scorers.faithfulness import FaithfulnessScorer
 from otel_scorers.scorers.multi_turn import MultiTurnScorer
-from otel_scorers.scorers.rubric import RubricLike, RubricScorer, needs_steps, parse_rubric
+from otel_scorers.scorers.rubric import RubricScorer
 from otel_scorers.scorers.tool_use import ToolUseScorer
 from otel_scorers.scorers.trajectory import TrajectoryScorer
 from otel_scorers.sinks import MLflowSink, PhoenixSink, ResultSink, SinkQueue

@@ -29,7 +29,7 @@ from otel_scorers.capture import (
 from otel_scorers.capture.advice import content_fix
 from otel_scorers.capture.pieces import Piece
 from otel_scorers.capture.trace import TraceBuffer
-from otel_scorers.emit.attributes import ContentPolicy, result_attributes
+from otel_scorers.emit.attributes import result_attributes
 from otel_scorers.emit.enriched import EnrichedExport
 from otel_scorers.emit.metrics import ScorerMetrics
 from otel_scorers.emit.spans import Emitter
@@ -41,6 +41,7 @@ from otel_scorers.pipeline.health import Health
 from otel_scorers.pipeline.isolated import IsolatedScorers
 from otel_scorers.pipeline.sessions import SessionJob, Sessions
 from otel_scorers.pipeline.slots import Slot
+from otel_scorers.policy import ContentPolicy
 from otel_scorers.scorers.base import Scorer
 from otel_scorers.scorers.fused import Member, call_batches, judged
 from otel_scorers.scorers.result import ScoreError, ScoreResult

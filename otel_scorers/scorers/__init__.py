@@ -10,7 +10,8 @@ from otel_scorers.scorers.alignment import (
     create_prompt_alignment_scorer_llm,
 )
 from otel_scorers.scorers.base import BaseScorer, LLMScorer, Scorer
-from otel_scorers.scorers.checks import Check, ChecksScorer
+from otel_scorers.scorers.checks import Check
+from otel_scorers.scorers.checks_scorer import ChecksScorer
 from otel_scorers.scorers.faithfulness import FaithfulnessScorer
 from otel_scorers.scorers.multi_turn import MultiTurnScorer
 from otel_scorers.scorers.result import ScoreError, ScoreResult

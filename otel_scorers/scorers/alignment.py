@@ -23,19 +23,28 @@ plus a deterministic per-dimension breakdown (upstream makes a second call for i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from decimal import ROUND_HALF_UP, Decimal
-from typing import Any, Literal, get_args
-
-from pydantic import Field, StrictBool
+from decimal import Decimal
+from typing import Any, get_args
 
 from otel_scorers.errors import ConfigError, ScorerInputError
 from otel_scorers.judge.client import JudgeClient, Judgement, JudgeRequest
 from otel_scorers.scorers import prompts
 from otel_scorers.scorers.base import LLMScorer, Question, digest, mastra_options
-from otel_scorers.scorers.result import JudgeModel, ScoreResult, bounded_list, bounded_text
+from otel_scorers.scorers.dimensions import (
+    BOTH_SPLIT,
+    MODE_WEIGHTS,
+    AlignmentAnalysis,
+    AlignmentDimensions,
+    EvaluationMode,
+    alignment_label,
+    round_half_up,
+    weighted_score,
+)
+from otel_scorers.scorers.result import JudgeModel, ScoreResult, bounded_text
 from otel_scorers.scorers.run import ScorerRun
 
 __all__ = [
+    "BOTH_SPLIT",
     "MODE_WEIGHTS",
     "AlignmentAnalysis",
     "AlignmentDimensions",
@@ -45,72 +54,6 @@ __all__ = [
     "create_prompt_alignment_scorer_llm",
     "weighted_score",
 ]
-
-EvaluationMode = Literal["user", "system", "both"]
-
-MODE_WEIGHTS: Mapping[str, Mapping[str, Decimal]] = {
-    "user": {"intent": Decimal("0.40"), "requirements": Decimal("0.30"),
-             "completeness": Decimal("0.20"), "appropriateness": Decimal("0.10")},
-    "system": {"intent": Decimal("0.35"), "requirements": Decimal("0.35"),
-               "completeness": Decimal("0.15"), "appropriateness": Decimal("0.15")},
-}
-BOTH_SPLIT = {"user": Decimal("0.7"), "system": Decimal("0.3")}
-
-#: Score bands of the seed, on the score divided by the scale; the label is the first match.
-SCORE_BANDS: tuple[tuple[float, str], ...] = (
-    (0.9, "excellent"), (0.8, "very_good"), (0.7, "good"), (0.6, "moderate"), (0.4, "poor"),
-    (0.0, "very_poor"),
-)
-
-Score01 = Field(ge=0.0, le=1.0, allow_inf_nan=False)
-
-
-class IntentAlignment(JudgeModel):
-    primary_intent: bounded_text(300)  # type: ignore[valid-type]
-    reasoning: bounded_text(500)  # type: ignore[valid-type]
-    is_addressed: StrictBool
-    score: float = Score01
-
-
-class RequirementCheck(JudgeModel):
-    requirement: bounded_text(200)  # type: ignore[valid-type]
-    reasoning: bounded_text(300)  # type: ignore[valid-type]
-    is_fulfilled: StrictBool
-
-
-class RequirementsFulfillment(JudgeModel):
-    requirements: bounded_list(RequirementCheck, 12)  # type: ignore[valid-type]
-    overall_score: float = Score01
-
-
-class Completeness(JudgeModel):
-    missing_elements: bounded_list(bounded_text(200), 10)  # type: ignore[valid-type]
-    reasoning: bounded_text(500)  # type: ignore[valid-type]
-    score: float = Score01
-
-
-class ResponseAppropriateness(JudgeModel):
-    reasoning: bounded_text(500)  # type: ignore[valid-type]
-    format_alignment: StrictBool
-    tone_alignment: StrictBool
-    score: float = Score01
-
-
-class AlignmentDimensions(JudgeModel):
-    """The four dimensions, as the judge fills them in and as the seed reports them."""
-
-    intent_alignment: IntentAlignment
-    requirements_fulfillment: RequirementsFulfillment
-    completeness: Completeness
-    response_appropriateness: ResponseAppropriateness
-
-    def scores(self) -> dict[str, Decimal]:
-        return {
-            "intent": Decimal(str(self.intent_alignment.score)),
-            "requirements": Decimal(str(self.requirements_fulfillment.overall_score)),
-            "completeness": Decimal(str(self.completeness.score)),
-            "appropriateness": Decimal(str(self.response_appropriateness.score)),
-        }
 
 
 class _UserAnswer(JudgeModel):
@@ -131,41 +74,6 @@ class _BothAnswer(JudgeModel):
 
 _ANSWERS: Mapping[str, type[JudgeModel]] = {
     "user": _UserAnswer, "system": _SystemAnswer, "both": _BothAnswer}
-
-
-class AlignmentAnalysis(AlignmentDimensions):
-    """``analyzeStepResult``: the seed's shape, plus ``systemCompliance`` in both mode."""
-
-    overall_assessment: str = ""
-    system_compliance: AlignmentDimensions | None = None
-
-
-def weighted_score(mode: str, user: Mapping[str, Decimal] | None,
-                   system: Mapping[str, Decimal] | None) -> Decimal:
-    """The unscaled weighted score (0..1) for ``mode`` from per-dimension scores."""
-    def weigh(scores: Mapping[str, Decimal], weights: Mapping[str, Decimal]) -> Decimal:
-        return sum((scores[k] * w for k, w in weights.items()), Decimal(0))
-
-    if mode == "user" and user is not None:
-        return weigh(user, MODE_WEIGHTS["user"])
-    if mode == "system" and system is not None:
-        return weigh(system, MODE_WEIGHTS["system"])
-    if mode == "both" and user is not None and system is not None:
-        return (BOTH_SPLIT["user"] * weigh(user, MODE_WEIGHTS["user"])
-                + BOTH_SPLIT["system"] * weigh(system, MODE_WEIGHTS["system"]))
-    raise ValueError(f"scores missing for mode {mode!r}")
-
-
-def round_half_up(value: Decimal) -> float:
-    return float(value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
-
-
-def alignment_label(normalized: float) -> str:
-    """The seed's interpretation band for a score divided by its scale."""
-    for floor, label in SCORE_BANDS:
-        if normalized >= floor:
-            return label
-    return SCORE_BANDS[-1][1]
 
 
 class PromptAlignmentScorer(LLMScorer):

@@ -35,8 +35,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from otel_scorers.errors import ConfigError
-from otel_scorers.scorers.alignment import BOTH_SPLIT, MODE_WEIGHTS
-from otel_scorers.scorers.rubric import Criterion
+from otel_scorers.scorers.criteria import Criterion, criterion_ids
+from otel_scorers.scorers.dimensions import BOTH_SPLIT, DIMENSIONS, MODE_WEIGHTS, band_of
 from otel_scorers.scorers.run import Message, ScorerRun
 
 __all__ = [
@@ -55,13 +55,6 @@ Band = Literal["low", "mid", "high"]
 #: Band -> the closed interval of normalized scores it stands for (``mid`` is [0.4, 0.8)).
 BANDS: Mapping[str, tuple[float, float]] = {"low": (0.0, 0.4), "mid": (0.4, 0.8),
                                             "high": (0.8, 1.0)}
-DIMENSIONS = ("intent", "requirements", "completeness", "appropriateness")
-
-
-def band_of(normalized: float) -> str:
-    """The band of a score divided by its scale."""
-    return "low" if normalized < 0.4 else "mid" if normalized < 0.8 else "high"
-
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -168,6 +161,10 @@ class LabelledCase(_Model):
 
     def criteria(self) -> tuple[Criterion, ...]:
         return tuple(Criterion(c.description, c.id, c.required) for c in self.options.criteria)
+
+    def criterion_ids(self) -> tuple[str, ...]:
+        """The ids of the case's criteria, as the rubric scorer makes them."""
+        return criterion_ids(self.criteria())
 
     def scorer_run(self) -> ScorerRun:
         """The run as the scorers take it (``run_id`` is the case id)."""

@@ -22,8 +22,13 @@ from typing import Any, Literal
 
 from otel_scorers.errors import ConfigError, ScorerInputError
 from otel_scorers.judge.client import JudgeClient, Judgement, JudgeRequest
+from otel_scorers.scorers.analysis import (
+    Calibrated,
+    CaseLike,
+    CriterionVerdict,
+    RubricAnalysis,
+)
 from otel_scorers.scorers.base import LLMScorer, Question, digest
-from otel_scorers.scorers.criteria import CriterionVerdict, RubricAnalysis
 from otel_scorers.scorers.result import JudgeModel, ScoreResult, bounded_list, bounded_text
 from otel_scorers.scorers.run import ScorerRun, text_of
 
@@ -70,6 +75,13 @@ class FaithfulnessAnalysis(RubricAnalysis):
         return {**super().to_dict(), "supported": self.supported,
                 "contradicted": self.contradicted, "unsure": self.unsure,
                 "contextSource": self.context_source}
+
+    def calibrated(self, case: CaseLike, result: ScoreResult) -> Calibrated:
+        """The normalized score (supported claims / claims) and the label."""
+        if result.score is None:
+            return super().calibrated(case, result)
+        return Calibrated(judged_pass=result.label == "pass",
+                          normalized=result.score / result.scale)
 
 
 class FaithfulnessScorer(LLMScorer):

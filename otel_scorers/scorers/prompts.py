@@ -15,7 +15,7 @@ from otel_scorers.scorers.steps import Step
 from otel_scorers.scorers.turns import Turn
 
 if TYPE_CHECKING:
-    from otel_scorers.scorers.rubric import Criterion
+    from otel_scorers.scorers.criteria import Criterion
 
 MAX_CONTEXT_TURNS = 6
 MAX_CONTEXT_TURN_CHARS = 1_500

@@ -27,7 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from otel_scorers.scorers.steps import MAX_STEPS, MAX_TOOLS, Step, ToolCall, ToolDefinition
 from otel_scorers.scorers.turns import Turn, coerce_turns
 
-__all__ = ["Message", "RunLike", "ScorerRun", "messages_from", "text_of", "tool_calls_of"]
+__all__ = ["Message", "RunLike", "ScorerRun", "messages_from", "session_run", "text_of",
+           "tool_calls_of"]
 
 _TEXT_KEYS = ("text", "content", "value")
 
@@ -183,8 +184,6 @@ class ScorerRun(BaseModel):
             fields["tools"] = tools
         turns = coerce_turns(data.get("turns"))
         if turns:  # a conversation: its turns are the messages (session.session_run)
-            from otel_scorers.scorers.session import session_run
-
             session = _first(data, "sessionId", "session_id")
             made = session_run(turns, session_id=str(session) if session is not None else None,
                                system="\n\n".join(m.content for m in systems) or None,
@@ -333,3 +332,30 @@ def text_of(value: Any) -> str:
     if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
         return "\n".join(t for t in (text_of(item) for item in value) if t)
     return str(value)
+
+
+def session_run(turns: Sequence[Turn], *, session_id: str | None = None,
+                system: str | None = None, run_id: str | None = None,
+                context: Mapping[str, Any] | None = None, max_steps: int = 200) -> ScorerRun:
+    """The conversation of ``turns`` as one run: every earlier question and answer as chat
+    messages, then the last question; the last answer as the output; the turns themselves in
+    ``turns``; the steps of every turn, in order, at most ``max_steps``."""
+    if not turns:
+        raise ValueError("a session run needs at least one turn")
+    messages: list[Message] = []
+    for turn in turns[:-1]:
+        messages.append(Message(role="user", content=turn.user))
+        messages.append(Message(role="assistant", content=turn.assistant))
+    messages.append(Message(role="user", content=turns[-1].user))
+    steps = [step for turn in turns for step in turn.steps]
+    fields: dict[str, Any] = {
+        "input_messages": tuple(messages),
+        "system_messages": (Message(role="system", content=system),) if system else (),
+        "output": (Message(role="assistant", content=turns[-1].assistant),),
+        "turns": tuple(turns), "session_id": session_id,
+        "steps": tuple(steps[:max_steps]), "steps_dropped": max(0, len(steps) - max_steps),
+        "request_context": dict(context or {}),
+    }
+    if run_id is not None:
+        fields["run_id"] = run_id
+    return ScorerRun(**fields)

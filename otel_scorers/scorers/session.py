@@ -14,10 +14,9 @@ turns from interactions and builds session runs with :func:`session_run`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from otel_scorers.scorers.run import Message, ScorerRun
+from otel_scorers.scorers.run import ScorerRun, session_run
 from otel_scorers.scorers.turns import Turn
 
 __all__ = ["render_transcript", "session_run", "turns_of"]
@@ -25,33 +24,6 @@ __all__ = ["render_transcript", "session_run", "turns_of"]
 #: Characters of each side of a turn shown to the judge, and of the whole transcript.
 SHOWN_TURN_CHARS = 1_500
 SHOWN_TRANSCRIPT_CHARS = 24_000
-
-
-def session_run(turns: Sequence[Turn], *, session_id: str | None = None,
-                system: str | None = None, run_id: str | None = None,
-                context: Mapping[str, Any] | None = None, max_steps: int = 200) -> ScorerRun:
-    """The conversation of ``turns`` as one run: every earlier question and answer as chat
-    messages, then the last question; the last answer as the output; the turns themselves in
-    ``turns``; the steps of every turn, in order, at most ``max_steps``."""
-    if not turns:
-        raise ValueError("a session run needs at least one turn")
-    messages: list[Message] = []
-    for turn in turns[:-1]:
-        messages.append(Message(role="user", content=turn.user))
-        messages.append(Message(role="assistant", content=turn.assistant))
-    messages.append(Message(role="user", content=turns[-1].user))
-    steps = [step for turn in turns for step in turn.steps]
-    fields: dict[str, Any] = {
-        "input_messages": tuple(messages),
-        "system_messages": (Message(role="system", content=system),) if system else (),
-        "output": (Message(role="assistant", content=turns[-1].assistant),),
-        "turns": tuple(turns), "session_id": session_id,
-        "steps": tuple(steps[:max_steps]), "steps_dropped": max(0, len(steps) - max_steps),
-        "request_context": dict(context or {}),
-    }
-    if run_id is not None:
-        fields["run_id"] = run_id
-    return ScorerRun(**fields)
 
 
 def turns_of(run: ScorerRun) -> tuple[Turn, ...]:

@@ -27,9 +27,14 @@ from pydantic import Field, StrictBool, create_model
 from otel_scorers.errors import ConfigError, ScorerInputError
 from otel_scorers.judge.client import JudgeClient, Judgement, JudgeRequest
 from otel_scorers.scorers import prompts
+from otel_scorers.scorers.analysis import (
+    Calibrated,
+    CaseLike,
+    CriterionVerdict,
+    RubricAnalysis,
+)
 from otel_scorers.scorers.base import LLMScorer, Question, digest
 from otel_scorers.scorers.checks import no_steps_result
-from otel_scorers.scorers.criteria import CriterionVerdict, RubricAnalysis
 from otel_scorers.scorers.result import JudgeModel, ScoreResult, bounded_list, bounded_text
 from otel_scorers.scorers.run import ScorerRun
 from otel_scorers.scorers.steps import Step
@@ -81,6 +86,16 @@ class ToolUseAnalysis(RubricAnalysis):
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "calls": self.calls, "missingTools": list(self.missing_tools)}
+
+    def calibrated(self, case: CaseLike, result: ScoreResult) -> Calibrated:
+        """One verdict per call of the case (right tool, right arguments), and the label."""
+        assert case.expected.verdicts is not None
+        calls = [s for s in case.scorer_run().steps if s.kind in ("tool", "handoff")]
+        verdicts = tuple((f"{case.scorer}:{ident}", expected, verdict.satisfied)
+                         for ident, expected, verdict in zip(
+                             call_ids(calls), case.expected.verdicts, self.criteria,
+                             strict=False))
+        return Calibrated(judged_pass=result.label == "pass", verdicts=verdicts)
 
 
 class ToolUseScorer(LLMScorer):

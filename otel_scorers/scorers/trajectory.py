@@ -40,9 +40,9 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from otel_scorers.errors import ConfigError, ScorerInputError
+from otel_scorers.scorers.analysis import CriterionVerdict, RubricAnalysis
 from otel_scorers.scorers.base import BaseScorer, validate_scale
 from otel_scorers.scorers.checks import no_steps_result, same_call
-from otel_scorers.scorers.criteria import CriterionVerdict, RubricAnalysis
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.run import ScorerRun
 from otel_scorers.scorers.steps import Step, StepKind

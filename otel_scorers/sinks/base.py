@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from otel_scorers.emit.attributes import ContentPolicy
-from otel_scorers.scorers.criteria import RubricAnalysis
+from otel_scorers.policy import ContentPolicy
+from otel_scorers.scorers.analysis import rendering
 from otel_scorers.scorers.result import ScoreResult
 
 __all__ = ["IDENTIFIER", "Evaluated", "ResultSink", "SinkError", "metadata_of", "shown_url"]
@@ -80,19 +80,5 @@ def metadata_of(item: Evaluated, policy: ContentPolicy) -> dict[str, Any]:
                        ("judge_model", result.judge.model if result.judge else None)):
         if value is not None:
             out[key] = value
-    analysis = result.analysis
-    if isinstance(analysis, RubricAnalysis):
-        content = policy.mode != "none"
-        criteria = []
-        for index, criterion in enumerate(analysis.criteria, start=1):
-            row: dict[str, Any] = {
-                "id": criterion.id if content or not analysis.dynamic else f"c{index}",
-                "satisfied": criterion.satisfied, "required": criterion.required}
-            if criterion.score is not None:
-                row["score"] = criterion.score
-            if content:
-                row["description"] = policy.text(criterion.description)
-                row["reasoning"] = policy.text(criterion.reasoning)
-            criteria.append(row)
-        out["criteria"] = criteria[:100]
+    out.update(rendering(result.analysis).metadata(policy))
     return out

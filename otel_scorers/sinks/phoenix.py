@@ -17,8 +17,8 @@ from typing import Any
 
 import aiohttp
 
-from otel_scorers.emit.attributes import ContentPolicy
 from otel_scorers.errors import ConfigError
+from otel_scorers.policy import ContentPolicy
 from otel_scorers.sinks.base import IDENTIFIER, Evaluated, SinkError, metadata_of, shown_url
 
 __all__ = ["PhoenixSink"]

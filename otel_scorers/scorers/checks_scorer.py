@@ -1,0 +1,61 @@
+"""Quick checks as a scorer of their own (config ``type: checks``): no judge, a pure function
+of the captured run (:mod:`otel_scorers.scorers.checks` holds the checks)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from otel_scorers.errors import ConfigError
+from otel_scorers.scorers.analysis import RubricAnalysis
+from otel_scorers.scorers.base import BaseScorer, validate_scale
+from otel_scorers.scorers.checks import Check, no_steps_result, parse_check, verdicts
+from otel_scorers.scorers.result import ScoreResult
+from otel_scorers.scorers.run import ScorerRun
+
+__all__ = ["ChecksScorer"]
+
+
+class ChecksScorer(BaseScorer):
+    """Quick checks as a scorer of their own: ``scale`` when every check holds, else 0;
+    each check reported like a rubric criterion. No judge call. A run with no record of
+    what the agent did, checked for its tools, is skipped (``no_steps``), never passed."""
+
+    kind = "code"
+
+    def __init__(self, checks: Sequence[str | Check], *, name: str = "checks",
+                 scale: float = 1.0) -> None:
+        self.name = name
+        self.scale = validate_scale(scale)
+        self.checks = tuple(parse_check(check) for check in checks)
+        if not self.checks:
+            raise ConfigError("a checks scorer needs at least one check")
+        ids = [check.id for check in self.checks]
+        if len(ids) != len(set(ids)):
+            raise ConfigError(f"two checks have the same id: {ids}")
+        self.uses_steps = any(check.uses_steps for check in self.checks)
+
+    async def score(self, run: ScorerRun) -> ScoreResult:
+        return self.decide(run)
+
+    def decide(self, run: ScorerRun) -> ScoreResult:
+        """The result, synchronously (no judge: a pure function of the run)."""
+        if self.uses_steps and not run.steps:
+            return no_steps_result(self.name, self.scale, run)
+        found = verdicts(self.checks, run)
+        unmet = [v for v in found if not v.satisfied]
+        analysis = RubricAnalysis(criteria=found, required_unmet=len(unmet))
+        passed = not unmet
+        head = (f"All {len(found)} checks hold." if passed
+                else f"{len(unmet)} of {len(found)} checks fail.")
+        lines = [head, *(f"- [{'PASS' if v.satisfied else 'FAIL'}] {v.description} — "
+                         f"{v.reasoning}" for v in found)]
+        return ScoreResult(run_id=run.run_id, scorer=self.name,
+                           score=self.scale if passed else 0.0, scale=self.scale,
+                           label="pass" if passed else "fail", passed=passed,
+                           reason="\n".join(lines), analysis=analysis)
+
+    def cache_key(self, run: ScorerRun) -> str | None:
+        return None  # deciding is cheaper than hashing
+
+    def __repr__(self) -> str:
+        return f"ChecksScorer(name={self.name!r}, checks={[c.id for c in self.checks]})"
