@@ -14,16 +14,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from otel_scorers import background_loop
+from otel_scorers import background_loop, registry
 from otel_scorers.calibration.metrics import Outcome, differences, summarize
 from otel_scorers.judge.client import JudgeClient
-from otel_scorers.scorers.alignment import PromptAlignmentScorer
 from otel_scorers.scorers.base import LLMScorer
 from otel_scorers.scorers.cases import LabelledCase
 from otel_scorers.scorers.examples import FewShot
-from otel_scorers.scorers.faithfulness import FaithfulnessScorer
-from otel_scorers.scorers.rubric import RubricScorer
-from otel_scorers.scorers.tool_use import ToolUseScorer
 
 __all__ = ["calibrate", "compare", "held_apart", "judge_cases", "judge_each", "scorer_for"]
 
@@ -31,15 +27,17 @@ R = TypeVar("R")
 
 
 def scorer_for(case: LabelledCase, judge: JudgeClient, examples: FewShot | None) -> LLMScorer:
-    """The scorer of the case's kind, built for it (its criteria, its mode, the examples)."""
-    if case.scorer == "rubric":
-        return RubricScorer(judge, case.criteria(), examples=examples)
-    if case.scorer == "tool_use":
-        return ToolUseScorer(judge)
-    if case.scorer == "faithfulness":
-        return FaithfulnessScorer(judge, context=case.options.context)
-    return PromptAlignmentScorer(judge, evaluation_mode=case.options.evaluation_mode or "both",
-                                 examples=examples)
+    """The scorer of the case's kind, built by its registry row for the case (the case's
+    options that the type takes: its criteria, its mode, its context), with the examples."""
+    row = registry.scorer_type(case.scorer)
+    given = case.options.model_dump(exclude_none=True)
+    options = row.options.model_validate(
+        {key: value for key, value in given.items()
+         if key in row.options.model_fields and value not in ((), [])})
+    scorer: LLMScorer = row.build(row.name, 1.0, options, judge)
+    if examples is not None:
+        scorer.examples = examples
+    return scorer
 
 
 def judge_each(cases: Sequence[LabelledCase], one: Callable[[LabelledCase], Awaitable[R]], *,

@@ -39,7 +39,7 @@ def check_config(config_file: str | None, as_json: bool, ping: bool) -> None:
         table = Table(title="otel-scorers settings")
         for column in ("setting", "value", "source"):
             table.add_column(column, overflow="fold")
-        for path, value in _flatten({**data, "scorers": _own_options(data["scorers"])}).items():
+        for path, value in _flatten(data).items():
             shown = "****" if path.endswith("api_key") and value else json.dumps(value)
             table.add_row(path, shown, resolved.sources.get(path, "default"))
         Console().print(table)
@@ -81,16 +81,6 @@ def _ping(settings: Any, as_json: dict[str, Any] | None) -> None:
         click.echo(f"{where}: {state} in {result.latency_s:.2f}s; structured output: {schema}")
     if not result.ok:
         raise Failed(f"the judge did not answer ({result.error_type}): {result.error}")
-
-
-def _own_options(scorers: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each scorer with the options its type takes (the others cannot be set for it)."""
-    from otel_scorers.config.settings import SCORER_OPTIONS
-
-    common = ("type", "name", "scale", "sampling")
-    return [{key: value for key, value in scorer.items()
-             if key in common or key in SCORER_OPTIONS.get(scorer["type"], ())}
-            for scorer in scorers]
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:

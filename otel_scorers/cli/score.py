@@ -9,22 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
+from pydantic import ValidationError
 
+from otel_scorers import registry
 from otel_scorers.cli.errors import EXIT_FAILED, UsageProblem
 from otel_scorers.cli.options import Finite, judge_of, judge_options
 from otel_scorers.errors import ConfigError
 from otel_scorers.judge.client import JudgeClient
-from otel_scorers.scorers.alignment import PromptAlignmentScorer
 from otel_scorers.scorers.analysis import rendering
 from otel_scorers.scorers.base import BaseScorer
-from otel_scorers.scorers.checks_scorer import ChecksScorer
-from otel_scorers.scorers.faithfulness import FaithfulnessScorer
-from otel_scorers.scorers.multi_turn import MultiTurnScorer
 from otel_scorers.scorers.result import ScoreResult
-from otel_scorers.scorers.rubric import Criterion, RubricScorer, parse_rubric
 from otel_scorers.scorers.run import Message, ScorerRun
-from otel_scorers.scorers.tool_use import ToolUseScorer
-from otel_scorers.scorers.trajectory import TrajectoryScorer
 
 __all__ = ["score"]
 
@@ -63,30 +59,34 @@ def _build_run(run_file: str | None, input_text: str | None, system: tuple[str, 
     return run
 
 
+def _type_flags(command: click.Command) -> click.Command:
+    """The options the scorer types' registry rows declare (one ``--name`` each, shared by
+    the types that declare it), added to ``command``."""
+    seen: set[str] = set()
+    for row in registry.scorer_types():
+        for flag in row.flags:
+            if flag.name in seen:
+                continue
+            seen.add(flag.name)
+            command.params.append(click.Option(
+                [f"--{flag.name}", flag.name], multiple=flag.multiple, metavar=flag.metavar,
+                type=click.Choice(flag.choices) if flag.choices else None,
+                default=flag.default if not flag.multiple else (), help=flag.help,
+                show_default=flag.default is not None))
+    return command
+
+
+def _scorer_names() -> list[str]:
+    names = [row.name for row in registry.scorer_types()]
+    return names + [name.replace("_", "-") for name in names if "_" in name]
+
+
+@_type_flags
 @click.command()
-@click.option("--scorer", "scorer_name",
-              type=click.Choice(["rubric", "prompt-alignment", "prompt_alignment", "trajectory",
-                                 "checks", "tool_use", "tool-use", "faithfulness",
-                                 "multi_turn", "multi-turn"]),
+@click.option("--scorer", "scorer_name", type=click.Choice(_scorer_names()),
               default="rubric", show_default=True,
               help="Which scorer judges the run (multi_turn: a whole conversation, from a run "
                    "with 'turns', or its messages).")
-@click.option("--check", "check_specs", multiple=True, metavar="CHECK",
-              help="A quick check (`called_tool get_weather`, repeatable): the checks "
-                   "scorer's checks, or rubric criteria decided without the judge.")
-@click.option("--expected", multiple=True, metavar="TOOL",
-              help="Trajectory: an expected step (tool name, repeatable, in order).")
-@click.option("--ordering", type=click.Choice(["relaxed", "strict", "unordered"]),
-              default="relaxed", show_default=True, help="Trajectory: how steps compare.")
-@click.option("--context", "context_texts", multiple=True, metavar="TEXT",
-              help="Faithfulness: the context to ground on (repeatable, or @file; default: "
-                   "the run's tool results and retrieved documents).")
-@click.option("--criteria", multiple=True, metavar="TEXT",
-              help="Required criterion (repeatable), a newline checklist, or @file.")
-@click.option("--optional", multiple=True, metavar="TEXT",
-              help="Optional criterion: judged and reported, never gating (repeatable).")
-@click.option("--mode", type=click.Choice(["user", "system", "both"]), default="both",
-              show_default=True, help="Prompt-alignment evaluation mode.")
 @click.option("--scale", type=Finite(0, 1e6, min_open=True), default=1.0, show_default=True,
               help="Maximum score.")
 @click.option("--input", "input_text", metavar="TEXT", help="The user prompt (or @file).")
@@ -110,33 +110,21 @@ def _build_run(run_file: str | None, input_text: str | None, system: tuple[str, 
               help="With --dataset: judge calls at a time.")
 @click.option("--progress/--no-progress", default=None,
               help="With --dataset: a progress bar (default: when stderr is a terminal).")
-def score(scorer_name: str, check_specs: tuple[str, ...], expected: tuple[str, ...],
-          ordering: str, context_texts: tuple[str, ...], criteria: tuple[str, ...],
-          optional: tuple[str, ...], mode: str, scale: float, input_text: str | None,
+def score(scorer_name: str, scale: float, input_text: str | None,
           system: tuple[str, ...], output: str | None,
           run_file: str | None, model: str | None, api_base: str | None, api_key: str | None,
           timeout: float | None, redact: bool | None, as_json: bool, fail_under: float | None,
           dataset: str | None, results: str | None, concurrency: int,
-          progress: bool | None) -> None:
+          progress: bool | None, **type_flags: Any) -> None:
     """Score one run (a prompt, optional system messages and the agent's output; with --run,
     also what the agent did: its steps and tools), or with --dataset every run of a file."""
     if dataset is not None and (input_text or output or run_file or system):
         raise UsageProblem("--dataset takes the runs from the file: no --input, --output, "
                            "--system or --run with it")
     run = _build_run(run_file, input_text, system, output) if dataset is None else None
-    kind = scorer_name.replace("-", "_")
-    given = {"--criteria": criteria or optional, "--check": check_specs, "--expected": expected,
-             "--context": context_texts}
-    takes = {"rubric": {"--criteria", "--check"}, "multi_turn": {"--criteria"},
-             "checks": {"--check"},
-             "trajectory": {"--expected"}, "faithfulness": {"--context"}}.get(kind, set())
-    wrong = [option for option, values in given.items() if values and option not in takes]
-    if wrong:
-        raise UsageProblem(f"{', '.join(wrong)}: not an option of the {kind} scorer")
     try:
-        scorer = _scorer(kind, lambda: judge_of(model, api_base, api_key, timeout, redact),
-                         criteria, optional, check_specs, expected, ordering, context_texts,
-                         mode, scale)
+        scorer = _scorer(registry.scorer_type(scorer_name), type_flags, scale,
+                         lambda: judge_of(model, api_base, api_key, timeout, redact))
     except ConfigError as exc:
         raise UsageProblem(str(exc)) from exc
     if dataset is not None:
@@ -227,29 +215,25 @@ def _verdict(cell: str) -> str:
     return "[green]satisfied[/]" if cell == "satisfied" else f"[red]{escape(cell)}[/]"
 
 
-def _scorer(kind: str, judge: Callable[[], JudgeClient], criteria: tuple[str, ...],
-            optional: tuple[str, ...], check_specs: tuple[str, ...], expected: tuple[str, ...],
-            ordering: str, context_texts: tuple[str, ...], mode: str, scale: float
-            ) -> BaseScorer:
-    """The scorer the options describe (code scorers need no judge: none is built)."""
-    rubric = [c for text in criteria for c in parse_rubric(_read_text(text))]
-    rubric += [Criterion(c.description, required=False)
-               for text in optional for c in parse_rubric(_read_text(text))]
-    if kind == "rubric":
-        rubric += [Criterion.of_check(spec) for spec in check_specs]
-        return RubricScorer(judge(), rubric, scale=scale)
-    if kind == "multi_turn":  # no criteria: the built-in goal completion, knowledge retention
-        return MultiTurnScorer(judge(), rubric or None, scale=scale)
-    if kind == "checks":
-        if not check_specs:
-            raise UsageProblem("the checks scorer needs --check (e.g. --check 'no_tool_errors')")
-        return ChecksScorer(check_specs, scale=scale)
-    if kind == "trajectory":
-        return TrajectoryScorer(list(expected), ordering=ordering,  # type: ignore[arg-type]
-                                scale=scale)
-    if kind == "tool_use":
-        return ToolUseScorer(judge(), scale=scale)
-    if kind == "faithfulness":
-        context = [_read_text(text) for text in context_texts] or None
-        return FaithfulnessScorer(judge(), context=context, scale=scale)
-    return PromptAlignmentScorer(judge(), scale=scale, evaluation_mode=mode)  # type: ignore[arg-type]
+def _scorer(row: registry.ScorerType, flags: dict[str, Any], scale: float,
+            judge: Callable[[], JudgeClient]) -> BaseScorer:
+    """The scorer the options describe, built by its type's row (a type that does not judge
+    gets no judge: none is built)."""
+    context = click.get_current_context()
+    given = {name: value for name, value in flags.items()
+             if context.get_parameter_source(name) != ParameterSource.DEFAULT}
+    takes = {flag.name: flag for flag in row.flags}
+    wrong = [f"--{name}" for name in given if name not in takes]
+    if wrong:
+        raise UsageProblem(f"{', '.join(wrong)}: not an option of the {row.name} scorer")
+    values = {name: tuple(_read_text(v) for v in value) if takes[name].text and
+              isinstance(value, tuple) else value for name, value in given.items()}
+    try:
+        options = row.options.model_validate(row.options_from_flags(values))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise UsageProblem(f"the {row.name} scorer: {where + ': ' if where else ''}"
+                           f"{first['msg']}") from None
+    made: BaseScorer = row.build(row.name, scale, options, judge() if row.judges else None)
+    return made

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
-from otel_scorers.config.params import PARAMS, parser_for
-from otel_scorers.config.settings import SCORER_OPTIONS, Settings, scorer_type
+from otel_scorers import registry
+from otel_scorers.config.params import params, parser_for
+from otel_scorers.config.settings import Settings
 
 __all__ = ["ENV_VARS", "OTHER_VARS", "EnvVar", "env_layer", "judge_environment", "merge",
            "nested", "unknown_vars"]
@@ -25,7 +26,7 @@ class EnvVar:
 def _env_vars() -> dict[str, EnvVar]:
     """The variables of the settings table (:mod:`otel_scorers.config.params`)."""
     out: dict[str, EnvVar] = {}
-    for param in PARAMS:
+    for param in params():
         if param.env is None:
             continue
         # OTEL_SCORERS_RUBRIC sets the rubric of every agent
@@ -34,7 +35,30 @@ def _env_vars() -> dict[str, EnvVar]:
     return out
 
 
-ENV_VARS: Mapping[str, EnvVar] = _env_vars()
+class _Variables(Mapping[str, EnvVar]):
+    """Every ``OTEL_SCORERS_*`` variable the settings read, made again when a registry row
+    (a scorer type's or a backend's options) is added."""
+
+    def __init__(self) -> None:
+        self._made: tuple[int, dict[str, EnvVar]] | None = None
+
+    def _table(self) -> dict[str, EnvVar]:
+        version = registry.version()
+        if self._made is None or self._made[0] != version:
+            self._made = (version, _env_vars())
+        return self._made[1]
+
+    def __getitem__(self, name: str) -> EnvVar:
+        return self._table()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+ENV_VARS: Mapping[str, EnvVar] = _Variables()
 
 
 def merge(base: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
@@ -99,7 +123,8 @@ def env_layer(env: Mapping[str, str], base: dict[str, Any]
         names = "/".join(["OTEL_SCORERS_SCORERS"] * (scorer_types is not None)
                          + [var for var, _ in per_scorer.values()])
         if error:
-            problems.append(f"{names}: {error} (scorers: {', '.join(SCORER_OPTIONS)})")
+            types = ", ".join(row.name for row in registry.scorer_types())
+            problems.append(f"{names}: {error} (scorers: {types})")
         else:
             layer = candidate
             sources["scorers"] = f"env {names}"
@@ -115,9 +140,12 @@ def _scorers(base: Mapping[str, Any], types: list[str] | None,
                else [dict(s) for s in base.get("scorers", [])])
     used: set[str] = set()
     for scorer in scorers:
-        kind = scorer_type(scorer.get("type"))
+        try:
+            takes = registry.scorer_type(str(scorer.get("type"))).options.model_fields
+        except KeyError:  # said when the scorers are validated
+            continue
         for field, (_, value) in per_scorer.items():
-            if field in SCORER_OPTIONS.get(str(kind), ()):
+            if field in takes:
                 scorer[field] = value
                 used.add(field)
     problems = [f"{var}: no configured scorer takes {field} (scorers: "

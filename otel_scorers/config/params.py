@@ -24,9 +24,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, SecretStr
 from typing_extensions import TypedDict
 
-from otel_scorers.config.settings import Settings
+from otel_scorers import registry
+from otel_scorers.config.settings import ScorerSettings, Settings
 
-__all__ = ["PARAMS", "Param", "PipelineSettings", "field_of", "parser_for", "reference_table"]
+__all__ = ["ARGUMENTS", "CORE_PARAMS", "Param", "PipelineSettings", "field_of", "params",
+           "parser_for", "reference_table", "scorer_types_table"]
 
 
 def parse_bool(text: str) -> bool:
@@ -61,7 +63,9 @@ class Param:
 
 
 P = Param
-PARAMS: tuple[Param, ...] = (
+#: The settings of the library itself; each scorer type's options and each backend's block
+#: come from their registry rows (:func:`params`).
+CORE_PARAMS: tuple[Param, ...] = (
     P("enabled", "OTEL_SCORERS_ENABLED", "zero-code switch: `opentelemetry-instrument` adds "
       "scoring only when true"),
     P("judge.model", "OTEL_SCORERS_JUDGE_MODEL", "judge model: a litellm model string "
@@ -85,50 +89,10 @@ PARAMS: tuple[Param, ...] = (
     P("judge.redact", "OTEL_SCORERS_REDACT", "built-in PII/secret redaction of everything "
       "sent to the judge"),
     P("scorers", "OTEL_SCORERS_SCORERS", "scorers when none are passed in code (comma list of "
-      "types: `rubric`, `prompt_alignment`, `trajectory`, `checks`, `tool_use`, "
-      "`faithfulness`, `multi_turn`)", parse=parse_list),
-    P("scorers.*.evaluation_mode", "OTEL_SCORERS_ALIGNMENT_MODE", "prompt-alignment mode: "
-      "`user`, `system`, `both`", parse=str),
+      "types: see the scorer types below)", parse=parse_list),
     P("scorers.*.name", None, "the scorer's name (in attribute and metric names)"),
-    P("scorers.*.criteria", None, "rubric, multi-turn criteria (a checklist string or a list; "
-      "in session scorers `goal_completion` and `knowledge_retention` name the built-in "
-      "criteria)"),
     P("scorers.*.scale", None, "the score's maximum"),
-    P("scorers.*.pass_threshold", None, "the share of the scale that passes (prompt "
-      "alignment: none by default; trajectory, tool use, faithfulness: 1.0)"),
     P("scorers.*.sampling", None, "the scorer's own sampling (as `sampling`)"),
-    P("scorers.*.examples", None, "labelled cases of the scorer's kind (JSON lines) shown to "
-      "the judge as few-shot examples, fenced, in the system prompt (see the README, \"How "
-      "far can I trust my judge?\")"),
-    P("scorers.*.examples_max_tokens", None, "the few-shot examples' token budget"),
-    P("scorers.*.include_trajectory", None, "rubric, prompt alignment: show the judge what "
-      "the agent did (its tool calls, retrievals, handoffs)"),
-    P("scorers.*.session", None, "rubric, prompt alignment: judge each whole conversation "
-      "(once its session goes idle), its last answer in the light of every earlier turn, "
-      "instead of each turn"),
-    P("scorers.*.expected", "OTEL_SCORERS_TRAJECTORY_EXPECTED", "trajectory: the expected "
-      "steps (tool names, or `{name, kind, arguments}`; the variable: a comma list of names)",
-      parse=parse_list),
-    P("scorers.*.ordering", None, "trajectory: `relaxed` (in order, extras allowed), `strict`, "
-      "`unordered`"),
-    P("scorers.*.allow_repeated_steps", None, "trajectory: false costs 0.1 of accuracy per "
-      "repeated step name"),
-    P("scorers.*.max_steps", None, "trajectory: step budget (tool calls, retrievals, "
-      "handoffs)"),
-    P("scorers.*.max_total_tokens", None, "trajectory: token budget of the run's LLM calls"),
-    P("scorers.*.max_duration_s", None, "trajectory: duration budget, seconds"),
-    P("scorers.*.no_redundant_calls", None, "trajectory: the same call twice in a row costs "
-      "0.2 of efficiency"),
-    P("scorers.*.max_retries_per_tool", None, "trajectory: retries of a failed call allowed "
-      "before each costs 0.2"),
-    P("scorers.*.blacklist", "OTEL_SCORERS_TOOL_BLACKLIST", "trajectory: tools whose use "
-      "scores the run 0 (comma list)", parse=parse_list),
-    P("scorers.*.blacklisted_sequences", None, "trajectory: tool sequences (consecutive) "
-      "whose use scores the run 0"),
-    P("scorers.*.checks", None, "checks: the quick checks (`called_tool get_weather`, "
-      "`no_tool_errors`, ...; see docs/agent-scorers.md)"),
-    P("scorers.*.context", None, "faithfulness: a fixed context to ground answers on (else "
-      "each run's tool results and retrieved documents)"),
     P("rubrics", "OTEL_SCORERS_RUBRIC", "rubric per agent name (the variable sets "
       "`rubrics[\"*\"]`: every agent)", parse=str),
     P("sampling.ratio", "OTEL_SCORERS_SAMPLE_RATIO", "share of traces judged"),
@@ -238,7 +202,7 @@ PARAMS: tuple[Param, ...] = (
 
 class PipelineSettings(TypedDict, total=False):
     """The settings :class:`~otel_scorers.pipeline.ScoringSpanProcessor` takes as keyword
-    arguments (the ``argument`` rows of :data:`PARAMS`, with the settings models' types)."""
+    arguments (the ``argument`` rows of :data:`CORE_PARAMS`, with the settings models' types)."""
 
     evaluation_spans: bool
     events: bool
@@ -262,7 +226,33 @@ class PipelineSettings(TypedDict, total=False):
     fuse_judge_calls: bool
 
 
-ARGUMENTS: frozenset[str] = frozenset(p.path for p in PARAMS if p.argument)
+ARGUMENTS: frozenset[str] = frozenset(p.path for p in CORE_PARAMS if p.argument)
+
+_derived: tuple[int, tuple[Param, ...]] | None = None
+
+
+def params() -> tuple[Param, ...]:
+    """Every setting: :data:`CORE_PARAMS`, with the options of every registered scorer type
+    after ``scorers.*.sampling`` (one row per option name: the types that take it, its doc and
+    variable from the first type's options model)."""
+    global _derived
+    version = registry.version()
+    if _derived is not None and _derived[0] == version:
+        return _derived[1]
+    options: dict[str, tuple[list[str], Any]] = {}
+    for row in registry.scorer_types():
+        for name, info in row.options.model_fields.items():
+            options.setdefault(name, ([], info))[0].append(row.name)
+    derived = []
+    for name, (kinds, info) in options.items():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        env = extra.get("env")
+        derived.append(Param(f"scorers.*.{name}", env if isinstance(env, str) else None,
+                             f"{', '.join(f'`{t}`' for t in kinds)}: {info.description or ''}"))
+    split = next(i for i, p in enumerate(CORE_PARAMS) if p.path == "scorers.*.sampling") + 1
+    made = (*CORE_PARAMS[:split], *derived, *CORE_PARAMS[split:])
+    _derived = (version, made)
+    return made
 
 
 def field_of(keys: tuple[str, ...]) -> tuple[Any, Any]:
@@ -275,6 +265,9 @@ def field_of(keys: tuple[str, ...]) -> tuple[Any, Any]:
         if key == "*":
             model = _item(annotation)
             continue
+        if model is ScorerSettings and key not in model.model_fields:
+            model = next(row.options for row in registry.scorer_types()
+                         if key in row.options.model_fields)
         field = model.model_fields[key]
         annotation, default = field.annotation, field.get_default(call_default_factory=True)
         model = _model_in(annotation)
@@ -334,7 +327,7 @@ def reference_table() -> str:
     """The configuration reference (docs/configuration.md's table), from the table and the
     settings models' defaults."""
     rows = ["| setting | env var | default | meaning |", "|---|---|---|---|"]
-    for param in PARAMS:
+    for param in params():
         _, default = field_of(param.keys)
         env = f"`{param.env}`" if param.env else "(file or code)"
         rows.append(f"| `{param.path.replace('.*.', '[].')}` | {env} | {_shown(default)} | "
@@ -354,3 +347,19 @@ def _shown(value: Any) -> str:
     if isinstance(value, Mapping | BaseModel):
         return ""
     return str(value) if value != "" else '""'
+
+
+def scorer_types_table() -> str:
+    """The scorer types (docs/configuration.md's second table), from the registry rows."""
+    rows = ["| type | judges | judges at | options | what it scores |", "|---|---|---|---|---|"]
+    for row in registry.scorer_types():
+        options = ", ".join(f"`{name}`" for name in row.options.model_fields) or "none"
+        rows.append(f"| `{row.name}` | {'yes' if row.judges else 'no (code)'} | "
+                    f"{', '.join(row.levels)} | {options} | {row.summary} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":  # python -m otel_scorers.config.params: the two generated tables
+    print(reference_table())
+    print()
+    print(scorer_types_table())

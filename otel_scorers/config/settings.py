@@ -5,15 +5,27 @@ Validated by pydantic; unknown keys are an error; values are frozen.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    SerializeAsAny,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+
+from otel_scorers import registry
+from otel_scorers.registry import Options
 
 __all__ = [
     "BoostSettings",
     "CaptureSettings",
     "CriterionSettings",
-    "ExpectedStepSettings",
     "JudgeSettings",
     "MLflowSettings",
     "PhoenixSettings",
@@ -76,79 +88,54 @@ class CriterionSettings(_Strict):
         return self
 
 
-class ExpectedStepSettings(_Strict):
-    name: str
-    kind: Literal["tool", "retrieval", "handoff"] | None = None
-    arguments: dict[str, Any] | None = None
-
-
-#: The scorer types, and the options each accepts besides the common ones.
-SCORER_OPTIONS: dict[str, frozenset[str]] = {
-    "rubric": frozenset({"criteria", "examples", "examples_max_tokens", "include_trajectory",
-                         "session"}),
-    "prompt_alignment": frozenset({"evaluation_mode", "pass_threshold", "examples",
-                                   "examples_max_tokens", "include_trajectory", "session"}),
-    "trajectory": frozenset({"expected", "ordering", "allow_repeated_steps", "max_steps",
-                             "max_total_tokens", "max_duration_s", "no_redundant_calls",
-                             "max_retries_per_tool", "blacklist", "blacklisted_sequences",
-                             "pass_threshold"}),
-    "checks": frozenset({"checks"}),
-    "tool_use": frozenset({"pass_threshold"}),
-    "faithfulness": frozenset({"context", "pass_threshold"}),
-    "multi_turn": frozenset({"criteria", "include_trajectory"}),
-}
-
-
-def scorer_type(value: object) -> object:
-    """``prompt-alignment`` (the CLI's spelling) and ``prompt_alignment`` are one scorer."""
-    return value.strip().lower().replace("-", "_") if isinstance(value, str) else value
+#: The fields every scorer has, whatever its type; the others are its type's options.
+COMMON_FIELDS = frozenset({"type", "name", "scale", "sampling", "options"})
 
 
 class ScorerSettings(_Strict):
-    """One scorer. Options beyond ``type``, ``name``, ``scale`` and ``sampling`` belong to some
-    types only (:data:`SCORER_OPTIONS`): one given to another type is an error, not ignored."""
+    """One scorer: its ``type`` (a row of :mod:`otel_scorers.registry`), ``name``, ``scale``,
+    ``sampling``, and the options its type takes (its row's options model). Options are given
+    beside the common fields (``{type: rubric, criteria: ...}``) or under ``options``; one that
+    belongs to another type is an error naming the type's options, never ignored."""
 
-    type: Annotated[Literal["rubric", "prompt_alignment", "trajectory", "checks", "tool_use",
-                            "faithfulness", "multi_turn"], BeforeValidator(scorer_type)]
+    type: str
     name: str | None = None
-    criteria: str | list[str | CriterionSettings] | None = None
     scale: float = Field(default=1.0, gt=0)
-    evaluation_mode: Literal["user", "system", "both"] = "both"
-    pass_threshold: float | None = Field(default=None, ge=0, le=1)
     sampling: SamplingSettings | None = None
-    #: A JSON-lines file of labelled cases of this scorer's kind, shown to the judge as
-    #: few-shot examples (``otel-scorers calibrate --examples`` measures their effect).
-    examples: str | None = None
-    examples_max_tokens: int = Field(default=1500, gt=0)
-    include_trajectory: bool = False
-    #: judge whole conversations (each session once it goes idle) instead of each turn
-    session: bool = False
-    expected: list[str | ExpectedStepSettings] | None = None
-    ordering: Literal["strict", "relaxed", "unordered"] = "relaxed"
-    allow_repeated_steps: bool = True
-    max_steps: int | None = Field(default=None, gt=0)
-    max_total_tokens: int | None = Field(default=None, gt=0)
-    max_duration_s: float | None = Field(default=None, gt=0)
-    no_redundant_calls: bool = True
-    max_retries_per_tool: int = Field(default=2, ge=0)
-    blacklist: list[str] = []
-    blacklisted_sequences: list[list[str]] = []
-    checks: list[str] = []
-    context: list[str] | None = None
+    options: SerializeAsAny[Options]
 
-    @model_validator(mode="after")
-    def _options_fit_type(self) -> ScorerSettings:
-        common = {"type", "name", "scale", "sampling"}
-        fields = type(self).model_fields
-        foreign = sorted(name for name in self.model_fields_set - common - SCORER_OPTIONS[self.type]
-                         if getattr(self, name) != fields[name].get_default(
-                             call_default_factory=True))
+    @model_validator(mode="before")
+    @classmethod
+    def _typed(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or not isinstance(data.get("type"), str):
+            return data
+        try:
+            row = registry.scorer_type(data["type"])
+        except KeyError as exc:
+            raise ValueError(str(exc.args[0])) from None
+        given = data.get("options")
+        if isinstance(given, row.options):
+            values: dict[str, Any] = given.model_dump(exclude_unset=True)
+        elif isinstance(given, Mapping) or given is None:
+            values = dict(given or {})
+        else:
+            raise ValueError(f"the options of a {row.name} scorer are a mapping")
+        values.update({key: value for key, value in data.items() if key not in COMMON_FIELDS})
+        accepted = row.options.model_fields
+        foreign = sorted(set(values) - set(accepted))
         if foreign:
-            raise ValueError(f"a {self.type} scorer has no option {', '.join(foreign)} "
-                             f"(its options: {', '.join(sorted(SCORER_OPTIONS[self.type]))})")
-        if self.type == "checks" and not self.checks:
-            raise ValueError("a checks scorer needs checks (e.g. ['called_tool get_weather'])")
-        return self
+            raise ValueError(f"a {row.name} scorer has no option {', '.join(foreign)} (its "
+                             f"options: {', '.join(sorted(accepted)) or 'none'})")
+        out = {key: value for key, value in data.items() if key in COMMON_FIELDS}
+        out.update(type=row.name, options=row.options.model_validate(values))
+        return out
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Dumped as it is written: the options beside the common fields."""
+        data: dict[str, Any] = handler(self)
+        options = data.pop("options", None) or {}
+        return {**data, **options}
 
 
 class SelectionSettings(_Strict):
@@ -214,7 +201,8 @@ class CaptureSettings(_Strict):
 
 
 def _default_scorers() -> list[ScorerSettings]:
-    return [ScorerSettings(type="rubric"), ScorerSettings(type="prompt_alignment")]
+    return [ScorerSettings.model_validate({"type": kind}) for kind in ("rubric",
+                                                                       "prompt_alignment")]
 
 
 class Settings(_Strict):

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
+from otel_scorers import registry
 from otel_scorers.capture import CaptureMapping, Extractor, Limits
 from otel_scorers.capture.trace import TraceBuffer
 from otel_scorers.config import (
@@ -45,15 +44,8 @@ from otel_scorers.pipeline.sessions import SessionPolicy, Sessions, SessionStore
 from otel_scorers.pipeline.slots import ScorerSpec, Slot
 from otel_scorers.pipeline.turn_records import TurnForwarder
 from otel_scorers.policy import ContentPolicy
-from otel_scorers.scorers.alignment import PromptAlignmentScorer
 from otel_scorers.scorers.base import Scorer
-from otel_scorers.scorers.checks_scorer import ChecksScorer
-from otel_scorers.scorers.criteria import RubricLike, needs_steps, parse_rubric
-from otel_scorers.scorers.faithfulness import FaithfulnessScorer
-from otel_scorers.scorers.multi_turn import MultiTurnScorer
-from otel_scorers.scorers.rubric import RubricScorer
-from otel_scorers.scorers.tool_use import ToolUseScorer
-from otel_scorers.scorers.trajectory import TrajectoryScorer
+from otel_scorers.scorers.criteria import RubricLike, needs_steps, parse_rubric, plain_criteria
 from otel_scorers.sinks import MLflowSink, PhoenixSink, ResultSink, SinkQueue
 
 __all__ = [
@@ -234,7 +226,7 @@ def rubrics_from(settings: Settings, rubrics: Mapping[str, RubricLike] | None
                  ) -> dict[str, Any]:
     """Rubrics per agent name (``"*"``: any agent); the argument wins over the settings."""
     if rubrics is None:
-        rubrics = {agent: _plain_rubric(rubric) for agent, rubric in settings.rubrics.items()}
+        rubrics = {agent: plain_criteria(rubric) for agent, rubric in settings.rubrics.items()}
     # Parsed here, on the trusted side: a configured rubric may hold quick checks, a rubric
     # read from a span may not (``parse_rubric(checks=False)`` there).
     return {agent: list(parse_rubric(rubric)) for agent, rubric in rubrics.items()}
@@ -264,12 +256,6 @@ def selection_from(settings: SelectionSettings) -> Selection:
     return Selection(**values)
 
 
-def _plain_rubric(rubric: Any) -> Any:
-    if isinstance(rubric, list):
-        return [item.model_dump() if isinstance(item, BaseModel) else item for item in rubric]
-    return rubric
-
-
 def judge_from(settings: JudgeSettings) -> JudgeClient:
     """The judge of resolved settings (argument, environment, file, default: the environment
     is not read again)."""
@@ -283,44 +269,24 @@ def judge_from(settings: JudgeSettings) -> JudgeClient:
 
 
 def scorers_from(settings: Settings) -> list[ScorerSpec]:
-    """Build the scorers a configuration describes (one judge client shared by all)."""
-    judge = judge_from(settings.judge)
-    return [ScorerSpec(scorer_of(item, judge),
+    """Build the scorers a configuration describes, each by its type's registry row (one
+    judge client shared by all; none made when no scorer judges)."""
+    judge: list[JudgeClient] = []
+
+    def shared_judge() -> JudgeClient:
+        if not judge:
+            judge.append(judge_from(settings.judge))
+        return judge[0]
+
+    return [ScorerSpec(scorer_of(item, shared_judge),
                        sampling_from(item.sampling) if item.sampling else None)
             for item in settings.scorers]
 
 
-def scorer_of(item: ScorerSettings, judge: JudgeClient) -> Scorer:
-    """One configured scorer (its settings were checked to fit its type)."""
-    name = item.name or item.type
-    threshold = {} if item.pass_threshold is None else {"pass_threshold": item.pass_threshold}
-    if item.type == "rubric":
-        return RubricScorer(judge, _plain_rubric(item.criteria), scale=item.scale, name=name,
-                            examples=item.examples, examples_max_tokens=item.examples_max_tokens,
-                            include_trajectory=item.include_trajectory, session=item.session)
-    if item.type == "prompt_alignment":
-        return PromptAlignmentScorer(judge, scale=item.scale, evaluation_mode=item.evaluation_mode,
-                                     pass_threshold=item.pass_threshold, name=name,
-                                     examples=item.examples,
-                                     examples_max_tokens=item.examples_max_tokens,
-                                     include_trajectory=item.include_trajectory,
-                                     session=item.session)
-    if item.type == "multi_turn":
-        return MultiTurnScorer(judge, _plain_rubric(item.criteria), scale=item.scale, name=name,
-                               include_trajectory=item.include_trajectory)
-    if item.type == "trajectory":
-        return TrajectoryScorer(
-            [e if isinstance(e, str) else e.model_dump(exclude_none=True)
-             for e in item.expected or ()],
-            ordering=item.ordering, allow_repeated_steps=item.allow_repeated_steps,
-            max_steps=item.max_steps, max_total_tokens=item.max_total_tokens,
-            max_duration_s=item.max_duration_s, no_redundant_calls=item.no_redundant_calls,
-            max_retries_per_tool=item.max_retries_per_tool, blacklist=item.blacklist,
-            blacklisted_sequences=item.blacklisted_sequences, scale=item.scale, name=name,
-            **threshold)
-    if item.type == "checks":
-        return ChecksScorer(item.checks, name=name, scale=item.scale)
-    if item.type == "tool_use":
-        return ToolUseScorer(judge, scale=item.scale, name=name, **threshold)
-    return FaithfulnessScorer(judge, context=item.context, scale=item.scale, name=name,
-                              **threshold)
+def scorer_of(item: ScorerSettings, judge: Callable[[], JudgeClient]) -> Scorer:
+    """One configured scorer, built by its type's row (its options were checked against the
+    row's model when the settings were read)."""
+    row = registry.scorer_type(item.type)
+    made: Scorer = row.build(item.name or row.name, item.scale, item.options,
+                             judge() if row.judges else None)
+    return made

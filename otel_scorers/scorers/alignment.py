@@ -28,15 +28,19 @@ from typing import Any, get_args
 
 from otel_scorers.errors import ConfigError, ScorerInputError
 from otel_scorers.judge.client import JudgeClient, Judgement, JudgeRequest
+from otel_scorers.registry import Flag, Options, ScorerType, option
 from otel_scorers.scorers import prompts
 from otel_scorers.scorers.base import LLMScorer, Question, digest, mastra_options
+from otel_scorers.scorers.cases import BANDS
 from otel_scorers.scorers.dimensions import (
     BOTH_SPLIT,
+    DIMENSIONS,
     MODE_WEIGHTS,
     AlignmentAnalysis,
     AlignmentDimensions,
     EvaluationMode,
     alignment_label,
+    band_of,
     round_half_up,
     weighted_score,
 )
@@ -207,3 +211,81 @@ def create_prompt_alignment_scorer_llm(*, model: str | JudgeClient | None = None
         "evaluation_mode": "evaluation_mode", "passThreshold": "pass_threshold",
         "pass_threshold": "pass_threshold", "name": "name"}, "the prompt-alignment scorer")
     return PromptAlignmentScorer(model, **opts)
+
+
+# -- the row -------------------------------------------------------------------------------------
+class AlignmentOptions(Options):
+    """The prompt-alignment scorer's options (``type: prompt_alignment``)."""
+
+    evaluation_mode: EvaluationMode = option("both", "`user`, "
+                                             "`system`, `both`",
+                                             env="OTEL_SCORERS_ALIGNMENT_MODE")
+    pass_threshold: float | None = option(None, "the share of the scale that passes (prompt "
+                                          "alignment: none by default; trajectory, tool use, "
+                                          "1.0)", ge=0, le=1)
+    examples: str | None = option(None, "labelled cases of the scorer's kind (JSON lines) "
+                                  "shown to the judge as few-shot examples")
+    examples_max_tokens: int = option(1500, "the few-shot examples' token budget", gt=0)
+    include_trajectory: bool = option(False, "show the judge what the agent did")
+    session: bool = option(False, "judge each whole conversation instead of each turn")
+
+
+def _sides(mode: str) -> tuple[str, ...]:
+    return {"user": ("user",), "system": ("system",), "both": ("user", "system")}[mode]
+
+
+def reachable(mode: str, dimensions: Mapping[Any, Any]) -> tuple[float, float]:
+    """The lowest and highest weighted score the dimension bands of a case allow."""
+    low = high = Decimal(0)
+    for side in _sides(mode):
+        share = BOTH_SPLIT[side] if mode == "both" else Decimal(1)
+        bands = dimensions[side]
+        for name in DIMENSIONS:
+            lo, hi = BANDS[getattr(bands, name)]
+            weight = share * MODE_WEIGHTS[side][name]
+            low += weight * Decimal(str(lo))
+            high += weight * Decimal(str(hi))
+    return float(low), float(high)
+
+
+def _shape(case: Any) -> None:
+    if case.options.evaluation_mode is None:
+        raise ValueError("a prompt-alignment case needs options.evaluation_mode")
+    if case.expected.score is None or case.expected.band is None:
+        raise ValueError("a prompt-alignment case expects 'score' and 'band'")
+
+
+def _check(case: Any) -> list[str]:
+    problems: list[str] = []
+    expected = case.expected
+    if band_of(expected.score) != expected.band:
+        problems.append(f"score {expected.score} is in band {band_of(expected.score)!r}, "
+                        f"not {expected.band!r}")
+    mode = case.mode
+    if mode == "user" and not case.run.input:
+        problems.append("user mode needs a user message (run.input)")
+    if mode == "system" and not case.run.system:
+        problems.append("system mode needs run.system")
+    if expected.dimensions is not None:
+        missing = set(_sides(mode)) - set(expected.dimensions)
+        if missing:
+            problems.append(f"dimension bands missing for {sorted(missing)} ({mode} mode)")
+        else:
+            low, high = reachable(mode, expected.dimensions)
+            if not low - 1e-9 <= expected.score <= high + 1e-9:
+                problems.append(f"score {expected.score} is outside {low:.3f}..{high:.3f}, "
+                                "what its dimension bands allow with the seed's weights")
+    return problems
+
+
+PROMPT_ALIGNMENT = ScorerType(
+    name="prompt_alignment", options=AlignmentOptions, levels=("turn", "session"),
+    summary="intent, requirements, completeness and appropriateness scored 0..1 in one judge "
+            "call, weighted as the seed documents (user, system or both)",
+    build=lambda name, scale, o, judge: PromptAlignmentScorer(
+        judge, scale=scale, evaluation_mode=o.evaluation_mode, pass_threshold=o.pass_threshold,
+        name=name, examples=o.examples, examples_max_tokens=o.examples_max_tokens,
+        include_trajectory=o.include_trajectory, session=o.session),
+    flags=(Flag("mode", "Prompt-alignment evaluation mode.", option="evaluation_mode",
+                choices=("user", "system", "both"), default="both"),),
+    shape_case=_shape, check_case=_check)

@@ -28,15 +28,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from otel_scorers import registry
 from otel_scorers.errors import ConfigError
 from otel_scorers.scorers.criteria import Criterion, criterion_ids
-from otel_scorers.scorers.dimensions import BOTH_SPLIT, DIMENSIONS, MODE_WEIGHTS, band_of
+from otel_scorers.scorers.dimensions import band_of
 from otel_scorers.scorers.run import Message, ScorerRun
 
 __all__ = [
@@ -109,7 +109,8 @@ class LabelledCase(_Model):
     schema_version: Literal[1] = Field(alias="schema")
     id: str = Field(min_length=1, max_length=120)
     domain: str = Field(min_length=1)
-    scorer: Literal["rubric", "prompt_alignment", "tool_use", "faithfulness"]
+    #: a scorer type that judges (a row of :mod:`otel_scorers.registry`)
+    scorer: str
     run: CaseRun
     options: CaseOptions = CaseOptions()
     expected: CaseExpected
@@ -122,35 +123,21 @@ class LabelledCase(_Model):
     @classmethod
     def _scorer_spelling(cls, data: Any) -> Any:
         if isinstance(data, dict) and isinstance(data.get("scorer"), str):
-            data = {**data, "scorer": data["scorer"].replace("-", "_")}
+            data = {**data, "scorer": registry.canonical(data["scorer"])}
         return data
 
     @model_validator(mode="after")
     def _shape(self) -> LabelledCase:
-        expected = self.expected
-        if self.scorer == "tool_use":
-            calls = [s for s in self.run.steps if s.get("kind") in ("tool", "handoff")]
-            if expected.verdicts is None or expected.label is None:
-                raise ValueError("a tool_use case expects 'verdicts' (one per call) and 'label'")
-            if len(expected.verdicts) != len(calls):
-                raise ValueError(f"{len(expected.verdicts)} verdicts for {len(calls)} calls")
-        elif self.scorer == "faithfulness":
-            if expected.score is None or expected.band is None or expected.label is None:
-                raise ValueError("a faithfulness case expects 'score', 'band' and 'label'")
-        elif self.scorer == "rubric":
-            if not self.options.criteria:
-                raise ValueError("a rubric case needs options.criteria")
-            if expected.label is None:
-                raise ValueError("a rubric case expects 'label' (and 'verdicts')")
-            if expected.verdicts is not None and len(expected.verdicts) != len(
-                    self.options.criteria):
-                raise ValueError(f"{len(expected.verdicts)} verdicts for "
-                                 f"{len(self.options.criteria)} criteria")
-        else:
-            if self.options.evaluation_mode is None:
-                raise ValueError("a prompt-alignment case needs options.evaluation_mode")
-            if expected.score is None or expected.band is None:
-                raise ValueError("a prompt-alignment case expects 'score' and 'band'")
+        """A case of a type that judges, shaped as its row says (a rubric case has criteria and
+        a label, ...)."""
+        try:
+            row = registry.scorer_type(self.scorer)
+        except KeyError as exc:
+            raise ValueError(str(exc.args[0])) from None
+        if not row.judges:
+            raise ValueError(f"{row.name} decides in code: there is no judge to calibrate")
+        if row.shape_case is not None:
+            row.shape_case(self)
         return self
 
     @property
@@ -180,69 +167,11 @@ class LabelledCase(_Model):
             steps=shaped.steps, tools=shaped.tools)
 
 
-def _sides(mode: str) -> tuple[str, ...]:
-    return {"user": ("user",), "system": ("system",), "both": ("user", "system")}[mode]
-
-
-def _reachable(mode: str, dimensions: Mapping[Any, DimensionBands]) -> tuple[float, float]:
-    """The lowest and highest weighted score the dimension bands allow."""
-    low = high = Decimal(0)
-    for side in _sides(mode):
-        share = BOTH_SPLIT[side] if mode == "both" else Decimal(1)
-        bands = dimensions[side]
-        for name in DIMENSIONS:
-            lo, hi = BANDS[getattr(bands, name)]
-            weight = share * MODE_WEIGHTS[side][name]
-            low += weight * Decimal(str(lo))
-            high += weight * Decimal(str(hi))
-    return float(low), float(high)
-
-
 def check_case(case: LabelledCase) -> list[str]:
-    """Where a case's labels contradict the scorer's own formula (empty: consistent)."""
-    problems: list[str] = []
-    expected = case.expected
-    if case.scorer == "tool_use":
-        if not all(expected.verdicts or ()) and expected.label == "pass":
-            problems.append("label 'pass' but a call is labelled wrong")
-        return problems
-    if case.scorer == "faithfulness":
-        assert expected.score is not None
-        if band_of(expected.score) != expected.band:
-            problems.append(f"score {expected.score} is in band {band_of(expected.score)!r}, "
-                            f"not {expected.band!r}")
-        if (expected.label == "pass") != (expected.score >= 1.0):
-            problems.append(f"label {expected.label!r} but score {expected.score} (pass only "
-                            "at 1.0)")
-        return problems
-    if case.scorer == "rubric":
-        if expected.verdicts is None:  # a reviewer's label of the run (calibrate --cases
-            return problems            # phoenix): nothing to hold it to
-        gating = [v for v, c in zip(expected.verdicts, case.options.criteria, strict=True)
-                  if c.required] or list(expected.verdicts)
-        label = "pass" if all(gating) else "fail"
-        if expected.label != label:
-            problems.append(f"label {expected.label!r} but the verdicts make it {label!r}")
-        return problems
-    assert expected.score is not None
-    if band_of(expected.score) != expected.band:
-        problems.append(f"score {expected.score} is in band {band_of(expected.score)!r}, "
-                        f"not {expected.band!r}")
-    mode = case.mode
-    if mode == "user" and not case.run.input:
-        problems.append("user mode needs a user message (run.input)")
-    if mode == "system" and not case.run.system:
-        problems.append("system mode needs run.system")
-    if expected.dimensions is not None:
-        missing = set(_sides(mode)) - set(expected.dimensions)
-        if missing:
-            problems.append(f"dimension bands missing for {sorted(missing)} ({mode} mode)")
-        else:
-            low, high = _reachable(mode, expected.dimensions)
-            if not low - 1e-9 <= expected.score <= high + 1e-9:
-                problems.append(f"score {expected.score} is outside {low:.3f}..{high:.3f}, "
-                                "what its dimension bands allow with the seed's weights")
-    return problems
+    """Where a case's labels contradict the scorer's own rules (empty: consistent), as its
+    type's row says."""
+    check = registry.scorer_type(case.scorer).check_case
+    return check(case) if check is not None else []
 
 
 def case_from_record(record: Any, *, where: str) -> LabelledCase:

@@ -3,9 +3,13 @@ of the captured run (:mod:`otel_scorers.scorers.checks` holds the checks)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import model_validator
 
 from otel_scorers.errors import ConfigError
+from otel_scorers.registry import Flag, Options, ScorerType, option
 from otel_scorers.scorers.analysis import RubricAnalysis
 from otel_scorers.scorers.base import BaseScorer, validate_scale
 from otel_scorers.scorers.checks import Check, no_steps_result, parse_check, verdicts
@@ -59,3 +63,34 @@ class ChecksScorer(BaseScorer):
 
     def __repr__(self) -> str:
         return f"ChecksScorer(name={self.name!r}, checks={[c.id for c in self.checks]})"
+
+
+# -- the row -------------------------------------------------------------------------------------
+class ChecksOptions(Options):
+    """The checks scorer's options (``type: checks``)."""
+
+    checks: list[str] = option(None, "the quick checks (`called_tool get_weather`, "
+                               "`no_tool_errors`, ...; see docs/agent-scorers.md)",
+                               default_factory=list)
+
+    @model_validator(mode="after")
+    def _some(self) -> ChecksOptions:
+        if not self.checks:
+            raise ValueError("a checks scorer needs checks (e.g. ['called_tool get_weather'])")
+        return self
+
+
+def _from_flags(values: Mapping[str, Any]) -> dict[str, Any]:
+    if not values.get("check"):
+        raise ConfigError("the checks scorer needs --check (e.g. --check 'no_tool_errors')")
+    return {"checks": list(values["check"])}
+
+
+CHECKS = ScorerType(
+    name="checks", options=ChecksOptions, judges=False,
+    summary="quick checks decided in code (tools called or not, their order, errors, loops, "
+            "what the answer says); passes when every check holds",
+    build=lambda name, scale, o, _judge: ChecksScorer(o.checks, name=name, scale=scale),
+    flags=(Flag("check", "A quick check (`called_tool get_weather`, repeatable).",
+                multiple=True, metavar="CHECK"),),
+    from_flags=_from_flags)

@@ -17,7 +17,7 @@ from otel_scorers.errors import ConfigError
 from otel_scorers.scorers.checks import Check, parse_check
 
 __all__ = ["MAX_CRITERIA", "MAX_CRITERION_CHARS", "Criterion", "RubricLike", "criterion_ids",
-           "needs_steps", "parse_rubric"]
+           "needs_steps", "parse_rubric", "plain_criteria"]
 
 _MARKER = re.compile(r"^(?:[-*•]|\d+[.)])(?:\s+|$)")
 _SLUG = re.compile(r"[^\w]+")
@@ -138,3 +138,11 @@ def criterion_ids(criteria: Sequence[Criterion]) -> tuple[str, ...]:
         seen.add(ident)
         ids.append(ident)
     return tuple(ids)
+
+
+def plain_criteria(value: Any) -> Any:
+    """Configured criteria (text, mappings, settings models) as :func:`parse_rubric` reads
+    them."""
+    if isinstance(value, list):
+        return [item.model_dump() if hasattr(item, "model_dump") else item for item in value]
+    return value

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from otel_scorers.errors import ConfigError, ScorerInputError
 from otel_scorers.judge.client import JudgeClient, Judgement, JudgeRequest
+from otel_scorers.registry import Flag, Options, ScorerType, option
 from otel_scorers.scorers.analysis import (
     Calibrated,
     CaseLike,
@@ -29,6 +30,7 @@ from otel_scorers.scorers.analysis import (
     RubricAnalysis,
 )
 from otel_scorers.scorers.base import LLMScorer, Question, digest
+from otel_scorers.scorers.dimensions import band_of
 from otel_scorers.scorers.result import JudgeModel, ScoreResult, bounded_list, bounded_text
 from otel_scorers.scorers.run import ScorerRun, text_of
 
@@ -199,3 +201,47 @@ def render_context(pieces: Sequence[str]) -> str:
         lines.append(text)
         used += len(text)
     return "\n\n".join(lines)
+
+
+# -- the row -------------------------------------------------------------------------------------
+class FaithfulnessOptions(Options):
+    """The faithfulness scorer's options (``type: faithfulness``)."""
+
+    context: list[str] | None = option(None, "a fixed context to ground answers "
+                                       "on (else each run's tool results and retrieved "
+                                       "documents)")
+    pass_threshold: float | None = option(None, "the share of the scale that passes", ge=0,
+                                          le=1)
+
+
+def _shape(case: Any) -> None:
+    expected = case.expected
+    if expected.score is None or expected.band is None or expected.label is None:
+        raise ValueError("a faithfulness case expects 'score', 'band' and 'label'")
+
+
+def _check(case: Any) -> list[str]:
+    problems: list[str] = []
+    expected = case.expected
+    if band_of(expected.score) != expected.band:
+        problems.append(f"score {expected.score} is in band {band_of(expected.score)!r}, "
+                        f"not {expected.band!r}")
+    if (expected.label == "pass") != (expected.score >= 1.0):
+        problems.append(f"label {expected.label!r} but score {expected.score} (pass only "
+                        "at 1.0)")
+    return problems
+
+
+FAITHFULNESS = ScorerType(
+    name="faithfulness", options=FaithfulnessOptions,
+    summary="the answer's claims checked against the run's own context (tool results, "
+            "retrieved documents) in one judge call; `no_context` when there is none",
+    build=lambda name, scale, o, judge: FaithfulnessScorer(
+        judge, context=o.context, scale=scale, name=name,
+        **({} if o.pass_threshold is None else {"pass_threshold": o.pass_threshold})),
+    flags=(Flag("context", "Faithfulness: the context to ground on (repeatable, or @file; "
+                "default: the run's tool results and retrieved documents).", multiple=True,
+                text=True, metavar="TEXT"),),
+    from_flags=lambda values: {"context": list(values["context"])} if values.get("context")
+    else {},
+    shape_case=_shape, check_case=_check)

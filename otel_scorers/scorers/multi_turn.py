@@ -23,15 +23,20 @@ from typing import Any
 
 from otel_scorers.errors import ScorerInputError
 from otel_scorers.judge.client import JudgeClient, JudgeRequest
+from otel_scorers.registry import Options, ScorerType, option
 from otel_scorers.scorers import prompts
 from otel_scorers.scorers.base import Question
+from otel_scorers.scorers.criteria import plain_criteria
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.rubric import (
     BUILTIN_CRITERIA,
+    CRITERIA_FLAGS,
+    Criteria,
     Criterion,
     RubricLike,
     RubricScorer,
     answer_model,
+    criteria_from_flags,
 )
 from otel_scorers.scorers.run import ScorerRun
 from otel_scorers.scorers.session import turns_of
@@ -69,3 +74,23 @@ class MultiTurnScorer(RubricScorer):
                             task=prompts.rubric_task(len(judged)).replace(
                                 "agent response", "conversation"),
                             examples=self.examples_text)
+
+
+# -- the row -------------------------------------------------------------------------------------
+class MultiTurnOptions(Options):
+    """The multi-turn judge's options (``type: multi_turn``)."""
+
+    criteria: Criteria = option(None, "the criteria (none: the built-in goal completion and "
+                                "knowledge retention)")
+    include_trajectory: bool = option(False, "show the judge what the agent did")
+
+
+MULTI_TURN = ScorerType(
+    name="multi_turn", options=MultiTurnOptions, levels=("session",),
+    summary="whole conversations judged against a rubric in one call (built in: goal "
+            "completion, knowledge retention), once each session goes idle",
+    build=lambda name, scale, o, judge: MultiTurnScorer(
+        judge, plain_criteria(o.criteria), scale=scale, name=name,
+        include_trajectory=o.include_trajectory),
+    flags=CRITERIA_FLAGS,
+    from_flags=lambda values: {"criteria": criteria_from_flags(values, checks=False) or None})

@@ -23,8 +23,10 @@ from typing import Any
 
 from pydantic import Field, StrictBool, create_model
 
+from otel_scorers.config.settings import CriterionSettings
 from otel_scorers.errors import ConfigError, ScorerInputError
 from otel_scorers.judge.client import JudgeClient, Judgement, JudgeRequest
+from otel_scorers.registry import Flag, Options, ScorerType, option
 from otel_scorers.scorers import prompts
 from otel_scorers.scorers.analysis import CriterionVerdict, RubricAnalysis
 from otel_scorers.scorers.base import LLMScorer, Question, digest, mastra_options
@@ -36,6 +38,7 @@ from otel_scorers.scorers.criteria import (
     criterion_ids,
     needs_steps,
     parse_rubric,
+    plain_criteria,
 )
 from otel_scorers.scorers.result import JudgeModel, ScoreResult, bounded_text
 from otel_scorers.scorers.run import ScorerRun
@@ -254,3 +257,81 @@ def create_rubric_scorer(*, model: str | JudgeClient | None = None,
     opts = mastra_options(options, {"scale": "scale", "name": "name"}, "the rubric scorer")
     return RubricScorer(model, criteria, **opts)
 
+
+
+# -- the row -------------------------------------------------------------------------------------
+Criteria = str | list[str | CriterionSettings] | None
+
+
+class RubricOptions(Options):
+    """The rubric scorer's options (``type: rubric``)."""
+
+    criteria: Criteria = option(None, "the criteria (a checklist string or a "
+                                "list; in session scorers `goal_completion` and "
+                                "`knowledge_retention` name the built-in criteria)")
+    examples: str | None = option(None, "labelled cases of the scorer's kind (JSON lines) "
+                                  "shown to the judge as few-shot examples, fenced, in the "
+                                  "system prompt (see the README, \"How far can I trust my "
+                                  "judge?\")")
+    examples_max_tokens: int = option(1500, "the few-shot examples' token budget", gt=0)
+    include_trajectory: bool = option(False, "show the judge what "
+                                      "the agent did (its tool calls, retrievals, handoffs)")
+    session: bool = option(False, "judge each whole conversation "
+                           "(once its session goes idle), its last answer in the light of "
+                           "every earlier turn, instead of each turn")
+
+
+def criteria_from_flags(values: Mapping[str, Any], *, checks: bool) -> list[Any]:
+    """``--criteria`` (required), ``--optional`` and (``checks``) ``--check`` as criteria."""
+    out: list[Any] = list(values.get("criteria", ()))
+    out += [{"description": c.description, "required": False}
+            for text in values.get("optional", ()) for c in parse_rubric(text)]
+    if checks:
+        out += [{"check": spec} for spec in values.get("check", ())]
+    return out
+
+
+CRITERIA_FLAGS = (
+    Flag("criteria", "Required criterion (repeatable), a newline checklist, or @file.",
+         multiple=True, text=True, metavar="TEXT"),
+    Flag("optional", "Optional criterion: judged and reported, never gating (repeatable).",
+         multiple=True, text=True, metavar="TEXT"),
+)
+
+
+def _shape(case: Any) -> None:
+    if not case.options.criteria:
+        raise ValueError("a rubric case needs options.criteria")
+    if case.expected.label is None:
+        raise ValueError("a rubric case expects 'label' (and 'verdicts')")
+    if case.expected.verdicts is not None and len(case.expected.verdicts) != len(
+            case.options.criteria):
+        raise ValueError(f"{len(case.expected.verdicts)} verdicts for "
+                         f"{len(case.options.criteria)} criteria")
+
+
+def _check(case: Any) -> list[str]:
+    expected = case.expected
+    if expected.verdicts is None:  # a reviewer's label of the run (calibrate --cases
+        return []                  # phoenix): nothing to hold it to
+    gating = [v for v, c in zip(expected.verdicts, case.options.criteria, strict=True)
+              if c.required] or list(expected.verdicts)
+    label = "pass" if all(gating) else "fail"
+    return [] if expected.label == label else [
+        f"label {expected.label!r} but the verdicts make it {label!r}"]
+
+
+RUBRIC = ScorerType(
+    name="rubric", options=RubricOptions, levels=("turn", "session"),
+    summary="a checklist of criteria, one verdict each in one judge call; passes when every "
+            "required criterion holds (quick checks among them are decided in code)",
+    build=lambda name, scale, o, judge: RubricScorer(
+        judge, plain_criteria(o.criteria), scale=scale, name=name, examples=o.examples,
+        examples_max_tokens=o.examples_max_tokens, include_trajectory=o.include_trajectory,
+        session=o.session),
+    flags=(*CRITERIA_FLAGS,
+           Flag("check", "A quick check (`called_tool get_weather`, repeatable): the checks "
+                "scorer's checks, or rubric criteria decided without the judge.",
+                multiple=True, metavar="CHECK")),
+    from_flags=lambda values: {"criteria": criteria_from_flags(values, checks=True)},
+    shape_case=_shape, check_case=_check)

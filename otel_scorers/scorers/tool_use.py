@@ -26,6 +26,7 @@ from pydantic import Field, StrictBool, create_model
 
 from otel_scorers.errors import ConfigError, ScorerInputError
 from otel_scorers.judge.client import JudgeClient, Judgement, JudgeRequest
+from otel_scorers.registry import Options, ScorerType, option
 from otel_scorers.scorers import prompts
 from otel_scorers.scorers.analysis import (
     Calibrated,
@@ -214,3 +215,37 @@ def call_ids(calls: Sequence[Step]) -> list[str]:
         seen[base] = seen.get(base, 0) + 1
         ids.append(base if seen[base] == 1 else f"{base}_{seen[base]}")
     return ids
+
+
+# -- the row -------------------------------------------------------------------------------------
+class ToolUseOptions(Options):
+    """The tool-use scorer's options (``type: tool_use``)."""
+
+    pass_threshold: float | None = option(None, "the share of the scale that passes", ge=0,
+                                          le=1)
+
+
+def _shape(case: Any) -> None:
+    calls = [s for s in case.run.steps if s.get("kind") in ("tool", "handoff")]
+    expected = case.expected
+    if expected.verdicts is None or expected.label is None:
+        raise ValueError("a tool_use case expects 'verdicts' (one per call) and 'label'")
+    if len(expected.verdicts) != len(calls):
+        raise ValueError(f"{len(expected.verdicts)} verdicts for {len(calls)} calls")
+
+
+def _check(case: Any) -> list[str]:
+    expected = case.expected
+    if not all(expected.verdicts or ()) and expected.label == "pass":
+        return ["label 'pass' but a call is labelled wrong"]
+    return []
+
+
+TOOL_USE = ScorerType(
+    name="tool_use", options=ToolUseOptions,
+    summary="each tool call judged (the right tool, the right arguments) and the tools "
+            "missing, in one judge call",
+    build=lambda name, scale, o, judge: ToolUseScorer(
+        judge, scale=scale, name=name,
+        **({} if o.pass_threshold is None else {"pass_threshold": o.pass_threshold})),
+    shape_case=_shape, check_case=_check)

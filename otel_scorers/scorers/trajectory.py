@@ -40,6 +40,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from otel_scorers.errors import ConfigError, ScorerInputError
+from otel_scorers.registry import Flag, Options, ScorerType, option
 from otel_scorers.scorers.analysis import CriterionVerdict, RubricAnalysis
 from otel_scorers.scorers.base import BaseScorer, validate_scale
 from otel_scorers.scorers.checks import no_steps_result, same_call
@@ -468,3 +469,60 @@ def _blacklist(names: Sequence[str], want: Expectation) -> CriterionVerdict:
     reasoning = ("used: " + ", ".join([*tools, *(" → ".join(s) for s in sequences)])
                  if violated else "no blacklisted tool or sequence used")
     return _part("blacklist", 0.0 if violated else 1.0, "uses no blacklisted tool", reasoning)
+
+
+# -- the row -------------------------------------------------------------------------------------
+class ExpectedStepOption(Options):
+    """An expected step as configured: a tool (or retrieval, handoff) name, its kind, the
+    arguments it must be called with."""
+
+    name: str
+    kind: Literal["tool", "retrieval", "handoff"] | None = None
+    arguments: dict[str, Any] | None = None
+
+
+class TrajectoryOptions(Options):
+    """The trajectory scorer's options (``type: trajectory``)."""
+
+    expected: list[str | ExpectedStepOption] | None = option(
+        None, "the expected steps (tool names, or `{name, kind, arguments}`; the "
+        "variable: a comma list of names)", env="OTEL_SCORERS_TRAJECTORY_EXPECTED")
+    ordering: Ordering = option("relaxed", "`relaxed` (in order, extras allowed), "
+                                "`strict`, `unordered`")
+    allow_repeated_steps: bool = option(True, "false costs 0.1 of accuracy per "
+                                        "repeated step name")
+    max_steps: int | None = option(None, "step budget (tool calls, retrievals, "
+                                   "handoffs)", gt=0)
+    max_total_tokens: int | None = option(None, "token budget of the run's LLM "
+                                          "calls", gt=0)
+    max_duration_s: float | None = option(None, "duration budget, seconds", gt=0)
+    no_redundant_calls: bool = option(True, "the same call twice in a row costs "
+                                      "0.2 of efficiency")
+    max_retries_per_tool: int = option(2, "retries of a failed call allowed "
+                                       "before each costs 0.2", ge=0)
+    blacklist: list[str] = option(None, "tools whose use scores the run 0 (comma "
+                                  "list)", env="OTEL_SCORERS_TOOL_BLACKLIST",
+                                  default_factory=list)
+    blacklisted_sequences: list[list[str]] = option(
+        None, "tool sequences (consecutive) whose use scores the run 0",
+        default_factory=list)
+    pass_threshold: float | None = option(None, "the share of the scale that passes", ge=0,
+                                          le=1)
+
+
+TRAJECTORY = ScorerType(
+    name="trajectory", options=TrajectoryOptions, judges=False,
+    summary="what the agent did, in code: expected steps (accuracy), budgets and redundant "
+            "calls (efficiency), retried failures, blacklisted tools",
+    build=lambda name, scale, o, _judge: TrajectoryScorer(
+        [e if isinstance(e, str) else e.model_dump(exclude_none=True) for e in o.expected or ()],
+        ordering=o.ordering, allow_repeated_steps=o.allow_repeated_steps,
+        max_steps=o.max_steps, max_total_tokens=o.max_total_tokens,
+        max_duration_s=o.max_duration_s, no_redundant_calls=o.no_redundant_calls,
+        max_retries_per_tool=o.max_retries_per_tool, blacklist=o.blacklist,
+        blacklisted_sequences=o.blacklisted_sequences, scale=scale, name=name,
+        **({} if o.pass_threshold is None else {"pass_threshold": o.pass_threshold})),
+    flags=(Flag("expected", "Trajectory: an expected step (tool name, repeatable, in order).",
+                multiple=True, metavar="TOOL"),
+           Flag("ordering", "Trajectory: how steps compare.",
+                choices=("relaxed", "strict", "unordered"), default="relaxed")))

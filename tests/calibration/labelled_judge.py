@@ -11,7 +11,8 @@ from typing import Any
 
 from otel_scorers.calibration.paired import COMPANION_CRITERIA
 from otel_scorers.scorers.alignment import BOTH_SPLIT, MODE_WEIGHTS
-from otel_scorers.scorers.cases import BANDS, DIMENSIONS, LabelledCase
+from otel_scorers.scorers.cases import BANDS, LabelledCase
+from otel_scorers.scorers.dimensions import DIMENSIONS
 from otel_scorers.testing import (
     Answer,
     RecordedRequest,

@@ -70,14 +70,13 @@ def test_an_option_of_another_scorer_is_a_usage_error() -> None:
 
 def test_check_config_shows_each_scorer_with_its_own_options(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from otel_scorers.cli.check import _own_options
     from otel_scorers.config import load_settings
 
     monkeypatch.setenv("OTEL_SCORERS_SCORERS", "trajectory,faithfulness")
     monkeypatch.setenv("OTEL_SCORERS_TRAJECTORY_EXPECTED", "lookup,refund")
     result = CliRunner().invoke(main, ["check-config"])
     assert result.exit_code == 0, result.output
-    shown = _own_options(load_settings().settings.model_dump(mode="json")["scorers"])
+    shown = load_settings().settings.model_dump(mode="json")["scorers"]
     assert shown[0]["expected"] == ["lookup", "refund"] and "context" in shown[1]
     assert not {"evaluation_mode", "criteria"} & {key for s in shown for key in s}
     monkeypatch.delenv("OTEL_SCORERS_SCORERS")

@@ -58,7 +58,7 @@ def test_precedence(config_file: Path) -> None:
     assert sources["sampling.rate_limit"] == f"file {config_file}"
     assert settings.queue_size == 99 and settings.judge.model == "openai/from-file"
     assert settings.cache_ttl_s == 600 and sources["cache_ttl_s"] == "default"
-    assert settings.scorers[1].evaluation_mode == "user" and settings.scorers[1].scale == 10
+    assert settings.scorers[1].options.evaluation_mode == "user" and settings.scorers[1].scale == 10
 
 
 def test_env_is_read_at_load_not_import(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,7 +104,7 @@ def test_env_scorer_list_and_mode() -> None:
     settings = load_settings(env={"OTEL_SCORERS_SCORERS": "prompt_alignment",
                                   "OTEL_SCORERS_ALIGNMENT_MODE": "system",
                                   "OTEL_SCORERS_RUBRIC": "- be kind"}).settings
-    assert [(s.type, s.evaluation_mode) for s in settings.scorers] == [
+    assert [(s.type, s.options.evaluation_mode) for s in settings.scorers] == [
         ("prompt_alignment", "system")]
     assert settings.rubrics == {"*": "- be kind"}
 

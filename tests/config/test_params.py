@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from otel_scorers import registry
 from otel_scorers.config import Settings
 from otel_scorers.config.environment import ENV_VARS
 from otel_scorers.config.params import (
     ARGUMENTS,
-    PARAMS,
     PipelineSettings,
     field_of,
+    params,
     reference_table,
 )
 from otel_scorers.pipeline import ScoringSpanProcessor
@@ -50,16 +51,19 @@ def leaves(model: type[BaseModel], prefix: str = "") -> list[str]:
 
 
 def test_every_setting_has_one_row_and_every_row_a_setting() -> None:
-    rows = [param.path for param in PARAMS]
+    rows = [param.path for param in params()]
     assert len(rows) == len(set(rows)), "a setting declared twice"
-    expected = set(leaves(Settings)) - {"scorers.*.type"}  # the type is the scorer's kind
+    # the type is the scorer's kind; its options are the options of every type's row
+    expected = set(leaves(Settings)) - {"scorers.*.type", "scorers.*.options"}
+    expected |= {f"scorers.*.{name}" for row in registry.scorer_types()
+                 for name in row.options.model_fields}
     assert set(rows) == expected
-    for param in PARAMS:
+    for param in params():
         field_of(param.keys)  # every row names a real field
 
 
 def test_the_environment_is_read_from_the_table() -> None:
-    assert set(ENV_VARS) == {param.env for param in PARAMS if param.env}
+    assert set(ENV_VARS) == {param.env for param in params() if param.env}
 
 
 def test_the_processor_takes_exactly_the_argument_rows_with_their_types() -> None:
@@ -112,3 +116,13 @@ def test_the_runtime_policies_have_the_fields_of_their_settings() -> None:
     # the forward endpoint is the gateway's (where turns go), not the store's
     assert {f.name for f in dataclasses.fields(SessionPolicy)} == {
         *SessionSettings.model_fields} - {"forward_endpoint"}
+
+
+def test_the_scorer_types_in_the_docs_are_the_registry_rows() -> None:
+    from otel_scorers.config.params import scorer_types_table
+
+    page = doc("configuration.md")
+    start = page.index("<!-- scorer types: generated")
+    body = page[page.index("\n", start) + 1:page.index("<!-- end of the generated scorer types")]
+    assert body.strip() == scorer_types_table().strip(), \
+        "docs/configuration.md is out of date: python -m otel_scorers.config.params"
