@@ -6,6 +6,7 @@
     ├── ConfigError            bad configuration (raised at construction, never at run time)
     │   └── EnvConfigError     bad OTEL_SCORERS_* environment variables
     ├── ScorerInputError       the run has nothing the scorer can judge     error.type invalid_input
+    ├── SinkError              a result backend did not take a write        (counted by reason)
     └── JudgeError             the judge call failed                        error.type below
         ├── JudgeTimeoutError        timeout
         ├── JudgeConnectionError     connection_error
@@ -41,6 +42,7 @@ __all__ = [
     "JudgeTruncatedError",
     "OtelScorersError",
     "ScorerInputError",
+    "SinkError",
 ]
 
 
@@ -68,6 +70,19 @@ class ScorerInputError(OtelScorersError):
     """The run lacks what the scorer needs (no user prompt, empty response, ...)."""
 
     error_type = "invalid_input"
+
+
+class SinkError(OtelScorersError):
+    """A write to a result backend that failed; ``retryable`` for timeouts, connection
+    failures, 408, 429 and 5xx, not for a request the backend refused (400, 401, 403, 404,
+    413, 422). ``reason`` is the counted reason (``unreachable``, ``http_401``, ...)."""
+
+    error_type = "sink_error"
+
+    def __init__(self, message: str, *, retryable: bool, reason: str) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.reason = reason
 
 
 class JudgeError(OtelScorersError):

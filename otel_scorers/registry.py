@@ -58,7 +58,10 @@ BUILTIN_SCORER_TYPES = (
     "otel_scorers.scorers.faithfulness:FAITHFULNESS",
     "otel_scorers.scorers.multi_turn:MULTI_TURN",
 )
-BUILTIN_BACKENDS: tuple[str, ...] = ()
+BUILTIN_BACKENDS = (
+    "otel_scorers.backends.phoenix:PHOENIX",
+    "otel_scorers.backends.mlflow:MLFLOW",
+)
 SCORER_GROUP = "otel_scorers.scorer_types"
 BACKEND_GROUP = "otel_scorers.backends"
 

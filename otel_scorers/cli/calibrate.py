@@ -147,7 +147,7 @@ def _cases(case_files: tuple[str, ...], scorer_name: str | None, domains: tuple[
             if spec in ("bundled", "agents"):
                 cases.extend(bundled_cases() if spec == "bundled" else agent_cases())
                 continue
-            if spec in ("phoenix", "mlflow"):
+            if spec in _label_readers():
                 found_here, left_out = _reviewed_cases(spec)
                 cases.extend(found_here)
                 notes.extend(left_out)
@@ -175,39 +175,36 @@ def _cases(case_files: tuple[str, ...], scorer_name: str | None, domains: tuple[
     return cases, notes
 
 
-def _reviewed_cases(backend: str) -> tuple[list[Any], list[str]]:
-    """Cases from the reviewers' labels in the configured Phoenix or MLflow (docs/sinks.md)."""
-    from otel_scorers.config import load_settings
-    from otel_scorers.labels import mlflow_cases, phoenix_cases
+#: The most spans (Phoenix) or traces (MLflow) one reading of reviewers' labels goes through.
+MAX_REVIEWED = 20_000
 
+
+def _label_readers() -> set[str]:
+    """The backends that read reviewers' labels back (``--cases NAME``)."""
+    from otel_scorers import registry
+
+    return {row.name for row in registry.backends() if row.labels is not None}
+
+
+def _reviewed_cases(name: str) -> tuple[list[Any], list[str]]:
+    """Cases from the reviewers' labels in a configured backend (its registry row reads
+    them; docs/sinks.md)."""
+    from otel_scorers import registry
+    from otel_scorers.config import load_settings
+
+    row = registry.backend(name)
+    assert row.labels is not None
     settings = load_settings().settings
-    if backend == "phoenix":
-        phoenix = settings.phoenix
-        if not phoenix.endpoint:
-            raise ConfigError("--cases phoenix reads the human annotations of a Phoenix: set "
-                              "OTEL_SCORERS_PHOENIX_ENDPOINT (and OTEL_SCORERS_PHOENIX_PROJECT)")
-        try:
-            found, notes = phoenix_cases(phoenix.endpoint, phoenix.project, api_key=(
-                phoenix.api_key.get_secret_value() if phoenix.api_key else None))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ConfigError(f"Phoenix answered something unexpected ({type(exc).__name__})"
-                              ) from None
-        where = f"Phoenix project {phoenix.project!r}"
-    else:
-        mlflow = settings.mlflow
-        if not mlflow.tracking_uri or not mlflow.experiment:
-            raise ConfigError("--cases mlflow reads the human feedback of an MLflow experiment: "
-                              "set OTEL_SCORERS_MLFLOW_TRACKING_URI and "
-                              "OTEL_SCORERS_MLFLOW_EXPERIMENT (its id)")
-        try:
-            found, notes = mlflow_cases(mlflow.tracking_uri, mlflow.experiment)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ConfigError(f"MLflow answered something unexpected ({type(exc).__name__})"
-                              ) from None
-        where = f"MLflow experiment {mlflow.experiment!r}"
+    try:
+        found, notes = row.labels(settings.backend(name), MAX_REVIEWED)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"{row.title} answered something unexpected "
+                          f"({type(exc).__name__})") from None
     if not found:
-        raise ConfigError(f"no human label in {where} makes a case (name it after a scorer: "
-                          "rubric, prompt_alignment, faithfulness)"
+        raise ConfigError(f"no human label in {row.title} makes a case (name it after a "
+                          "scorer: rubric, prompt_alignment, faithfulness)"
                           + (f"; {'; '.join(notes)}" if notes else ""))
     return found, notes
 

@@ -166,11 +166,10 @@ def logging_setup() -> None:
 
 
 def _sinks(processor: Any) -> str:
-    """The result sinks, as the start line names them (endpoints without credentials)."""
-    from otel_scorers.gateway.security import safe_url
+    """The result backends, as the start line names them (their rows say how: endpoints
+    without credentials)."""
+    from otel_scorers import registry
 
     settings = processor.settings
-    named = [f"phoenix at {safe_url(settings.phoenix.endpoint)}" if settings.phoenix.endpoint
-             else "", f"mlflow at {safe_url(settings.mlflow.tracking_uri)}"
-             if settings.mlflow.tracking_uri else ""]
-    return ", ".join(name for name in named if name)
+    return ", ".join(row.describe(settings.backend(row.name)) for row in registry.backends()
+                     if row.enabled(settings.backend(row.name)))

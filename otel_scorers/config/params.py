@@ -139,17 +139,6 @@ CORE_PARAMS: tuple[Param, ...] = (
       "turn as a log record keyed by its session to this OTLP/HTTP endpoint (a Collector "
       "routing logs by `otel_scorers.session.id` to the gateways) instead of keeping it here "
       "(docs/sessions.md)"),
-    P("phoenix.endpoint", "OTEL_SCORERS_PHOENIX_ENDPOINT", "write every scored result as a "
-      "span annotation into this Phoenix (`http://127.0.0.1:6006`; off when unset)"),
-    P("phoenix.project", "OTEL_SCORERS_PHOENIX_PROJECT", "the Phoenix project your traces go "
-      "to (where `calibrate` reads human annotations)"),
-    P("phoenix.api_key", "OTEL_SCORERS_PHOENIX_API_KEY", "Phoenix API key (sent as a bearer "
-      "token); never printed"),
-    P("mlflow.tracking_uri", "OTEL_SCORERS_MLFLOW_TRACKING_URI", "write every scored result "
-      "as an assessment on its trace (`tr-<trace id>`) in this MLflow tracking server "
-      "(`http://127.0.0.1:5000`; off when unset)"),
-    P("mlflow.experiment", "OTEL_SCORERS_MLFLOW_EXPERIMENT", "the MLflow experiment your "
-      "traces go to (its id or name)"),
     P("sinks.queue_size", None, "results waiting per sink; past it they are dropped and "
       "counted (`queue_full`)"),
     P("sinks.retry_s", None, "how long a failed write to a sink is retried, with backoff, "
@@ -231,10 +220,18 @@ ARGUMENTS: frozenset[str] = frozenset(p.path for p in CORE_PARAMS if p.argument)
 _derived: tuple[int, tuple[Param, ...]] | None = None
 
 
+def _env_of(info: Any) -> str | None:
+    """The variable a documented field (:func:`otel_scorers.registry.option`) names."""
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    env = extra.get("env")
+    return env if isinstance(env, str) else None
+
+
 def params() -> tuple[Param, ...]:
     """Every setting: :data:`CORE_PARAMS`, with the options of every registered scorer type
     after ``scorers.*.sampling`` (one row per option name: the types that take it, its doc and
-    variable from the first type's options model)."""
+    variable from the first type's options model) and every backend's block before
+    ``sinks.*``."""
     global _derived
     version = registry.version()
     if _derived is not None and _derived[0] == version:
@@ -243,14 +240,15 @@ def params() -> tuple[Param, ...]:
     for row in registry.scorer_types():
         for name, info in row.options.model_fields.items():
             options.setdefault(name, ([], info))[0].append(row.name)
-    derived = []
-    for name, (kinds, info) in options.items():
-        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-        env = extra.get("env")
-        derived.append(Param(f"scorers.*.{name}", env if isinstance(env, str) else None,
-                             f"{', '.join(f'`{t}`' for t in kinds)}: {info.description or ''}"))
+    derived = [Param(f"scorers.*.{name}", _env_of(info),
+                     f"{', '.join(f'`{t}`' for t in kinds)}: {info.description or ''}")
+               for name, (kinds, info) in options.items()]
     split = next(i for i, p in enumerate(CORE_PARAMS) if p.path == "scorers.*.sampling") + 1
-    made = (*CORE_PARAMS[:split], *derived, *CORE_PARAMS[split:])
+    blocks = [Param(f"{row.name}.{name}", _env_of(info), info.description or "")
+              for row in registry.backends() for name, info in row.settings.model_fields.items()]
+    before_sinks = next(i for i, p in enumerate(CORE_PARAMS) if p.path.startswith("sinks."))
+    made = (*CORE_PARAMS[:split], *derived, *CORE_PARAMS[split:before_sinks], *blocks,
+            *CORE_PARAMS[before_sinks:])
     _derived = (version, made)
     return made
 
@@ -268,6 +266,10 @@ def field_of(keys: tuple[str, ...]) -> tuple[Any, Any]:
         if model is ScorerSettings and key not in model.model_fields:
             model = next(row.options for row in registry.scorer_types()
                          if key in row.options.model_fields)
+        if model is Settings and key not in model.model_fields:
+            model = registry.backend(key).settings
+            annotation, default = model, model()
+            continue
         field = model.model_fields[key]
         annotation, default = field.annotation, field.get_default(call_default_factory=True)
         model = _model_in(annotation)

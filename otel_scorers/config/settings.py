@@ -15,6 +15,7 @@ from pydantic import (
     SecretStr,
     SerializeAsAny,
     SerializerFunctionWrapHandler,
+    ValidationError,
     model_serializer,
     model_validator,
 )
@@ -27,8 +28,6 @@ __all__ = [
     "CaptureSettings",
     "CriterionSettings",
     "JudgeSettings",
-    "MLflowSettings",
-    "PhoenixSettings",
     "SamplingSettings",
     "ScorerSettings",
     "SelectionSettings",
@@ -40,11 +39,15 @@ __all__ = [
 Scalar = str | int | float | bool
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
+    """Base of every settings block: unknown keys are an error, values are frozen."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class JudgeSettings(_Strict):
+
+
+class JudgeSettings(StrictModel):
     model: str | None = None
     api_base: str | None = None
     api_key: SecretStr | None = None
@@ -58,13 +61,13 @@ class JudgeSettings(_Strict):
     redact: bool = False
 
 
-class BoostSettings(_Strict):
+class BoostSettings(StrictModel):
     attribute: str
     value: Scalar
     ratio: float = Field(ge=0, le=1)
 
 
-class SamplingSettings(_Strict):
+class SamplingSettings(StrictModel):
     ratio: float = Field(default=1.0, ge=0, le=1)
     error_ratio: float | None = Field(default=None, ge=0, le=1)
     boosts: list[BoostSettings] = []
@@ -74,7 +77,7 @@ class SamplingSettings(_Strict):
     salt: str = ""
 
 
-class CriterionSettings(_Strict):
+class CriterionSettings(StrictModel):
     description: str | None = None
     id: str | None = None
     required: bool = True
@@ -92,7 +95,7 @@ class CriterionSettings(_Strict):
 COMMON_FIELDS = frozenset({"type", "name", "scale", "sampling", "options"})
 
 
-class ScorerSettings(_Strict):
+class ScorerSettings(StrictModel):
     """One scorer: its ``type`` (a row of :mod:`otel_scorers.registry`), ``name``, ``scale``,
     ``sampling``, and the options its type takes (its row's options model). Options are given
     beside the common fields (``{type: rubric, criteria: ...}``) or under ``options``; one that
@@ -138,7 +141,7 @@ class ScorerSettings(_Strict):
         return {**data, **options}
 
 
-class SelectionSettings(_Strict):
+class SelectionSettings(StrictModel):
     agent_conventions: bool = True
     include_llm_spans: bool = False
     span_names: list[str] = []
@@ -148,7 +151,7 @@ class SelectionSettings(_Strict):
     per_agent: bool = False
 
 
-class SessionSettings(_Strict):
+class SessionSettings(StrictModel):
     """Session scoring: where the key is read, when a session is judged, what is held."""
 
     key_attributes: list[str] = ["gen_ai.conversation.id", "session.id"]
@@ -171,29 +174,14 @@ class SessionSettings(_Strict):
         return self
 
 
-class PhoenixSettings(_Strict):
-    """Where results are written as Phoenix span annotations (off without an endpoint)."""
-
-    endpoint: str | None = None
-    project: str = "default"
-    api_key: SecretStr | None = None
-
-
-class MLflowSettings(_Strict):
-    """Where results are written as MLflow assessments (off without a tracking URI)."""
-
-    tracking_uri: str | None = None
-    experiment: str | None = None
-
-
-class SinkSettings(_Strict):
+class SinkSettings(StrictModel):
     """The queue in front of every result sink."""
 
     queue_size: int = Field(default=10_000, gt=0)
     retry_s: float = Field(default=120.0, gt=0)
 
 
-class CaptureSettings(_Strict):
+class CaptureSettings(StrictModel):
     input: str | None = None
     output: str | None = None
     system: str | None = None
@@ -205,7 +193,7 @@ def _default_scorers() -> list[ScorerSettings]:
                                                                        "prompt_alignment")]
 
 
-class Settings(_Strict):
+class Settings(StrictModel):
     """Everything the processor can be configured with outside Python code.
 
     ``enabled`` is the zero-code switch: ``opentelemetry-instrument`` adds the processor only
@@ -242,6 +230,36 @@ class Settings(_Strict):
     fuse_judge_calls: bool = False
     isolation: Literal["thread", "process"] = "thread"
     sessions: SessionSettings = SessionSettings()
-    phoenix: PhoenixSettings = PhoenixSettings()
-    mlflow: MLflowSettings = MLflowSettings()
     sinks: SinkSettings = SinkSettings()
+
+    # Every result backend's block (``phoenix:``, ``mlflow:``, a plug-in's) sits beside the
+    # fields above, validated by its registry row's settings model: an extra key is allowed
+    # only when it names a backend.
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _backend_blocks(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        rows = {row.name: row for row in registry.backends()}
+        unknown = sorted(key for key in data if key not in cls.model_fields and key not in rows)
+        if unknown:
+            raise ValueError(f"unknown setting {', '.join(map(repr, unknown))} (settings: "
+                             f"{', '.join([*cls.model_fields, *rows])})")
+        out = dict(data)
+        for name, row in rows.items():
+            block = out.get(name)
+            if isinstance(block, row.settings):
+                continue
+            try:
+                out[name] = row.settings.model_validate(block or {})
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(part) for part in (name, *first["loc"]))
+                raise ValueError(f"{where}: {first['msg']}") from None
+        return out
+
+    def backend(self, name: str) -> Any:
+        """The settings block of the backend ``name`` (its row's settings model)."""
+        return (self.__pydantic_extra__ or {})[name]

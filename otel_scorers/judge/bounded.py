@@ -14,13 +14,12 @@ calls are untouched.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import os
 from collections.abc import AsyncIterator
 from typing import Any
 
-from otel_scorers import background_loop
+from otel_scorers import http
 
 __all__ = ["ACCEPTED_ENCODINGS", "MAX_RESPONSE_BYTES", "ResponseTooLarge", "bounded_session",
            "overflowed", "watch"]
@@ -155,30 +154,17 @@ def _response_class() -> type:
     return BoundedResponse
 
 
-_sessions: dict[tuple[int, int], Any] = {}
-
-
 def bounded_session() -> Any:
     """This process and loop's bounded aiohttp session (made on first use, closed at exit)."""
+    return http.shared("judge-litellm", _make_session)
+
+
+def _make_session() -> Any:
     import aiohttp
 
-    key = (os.getpid(), id(asyncio.get_running_loop()))
-    session = _sessions.get(key)
-    if session is None or session.closed:
-        if not _sessions:
-            background_loop.close_at_exit(_close)
-        for other in [k for k in _sessions if k[0] != key[0]]:
-            del _sessions[other]  # a parent process's sessions are not ours
-        # proxies from the environment as litellm's own sessions take them (off by default)
-        trust_env = os.environ.get("AIOHTTP_TRUST_ENV", "").lower() in ("1", "true", "yes")
-        session = _sessions[key] = aiohttp.ClientSession(
-            response_class=_response_class(), trust_env=trust_env,
-            cookie_jar=aiohttp.DummyCookieJar(),
-            connector=aiohttp.TCPConnector(limit=256, limit_per_host=256))
-    return session
-
-
-async def _close() -> None:
-    session = _sessions.pop((os.getpid(), id(asyncio.get_running_loop())), None)
-    if session is not None:
-        await session.close()
+    # proxies from the environment as litellm's own sessions take them (off by default)
+    trust_env = os.environ.get("AIOHTTP_TRUST_ENV", "").lower() in ("1", "true", "yes")
+    return aiohttp.ClientSession(
+        response_class=_response_class(), trust_env=trust_env,
+        cookie_jar=aiohttp.DummyCookieJar(),
+        connector=aiohttp.TCPConnector(limit=256, limit_per_host=256))

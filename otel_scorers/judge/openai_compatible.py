@@ -35,7 +35,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from otel_scorers import background_loop
+from otel_scorers import http
 from otel_scorers.errors import (
     JudgeAuthError,
     JudgeConnectionError,
@@ -185,28 +185,20 @@ def model_entry(model: str) -> dict[str, Any] | None:
     return entry
 
 
-#: One session per process and event loop, shared by every direct judge (a process's judges
-#: all run on the library's background loop).
-_sessions: dict[tuple[int, int], Any] = {}
-
-
 def _session() -> Any:
+    """The process and loop's session shared by every direct judge (a process's judges all
+    run on the library's background loop)."""
+    return http.shared("judge-direct", _make_session)
+
+
+def _make_session() -> Any:
     import aiohttp
 
-    key = (os.getpid(), id(asyncio.get_running_loop()))
-    session = _sessions.get(key)
-    if session is None or session.closed:
-        if not _sessions:
-            background_loop.close_at_exit(_close_sessions)
-        for other in [k for k in _sessions if k[0] != key[0]]:
-            del _sessions[other]  # a parent process's sessions are not ours
-        # not trust_env: it reads the proxy variables and ~/.netrc on every request, in two
-        # thread hand-offs, and a netrc entry for the judge's host would clash with the
-        # Authorization header; each transport reads the proxy once instead (env_proxy)
-        session = _sessions[key] = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=256, limit_per_host=256),
-            trust_env=False, cookie_jar=aiohttp.DummyCookieJar())
-    return session
+    # not trust_env: it reads the proxy variables and ~/.netrc on every request, in two
+    # thread hand-offs, and a netrc entry for the judge's host would clash with the
+    # Authorization header; each transport reads the proxy once instead (env_proxy)
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256, limit_per_host=256),
+                                 trust_env=False, cookie_jar=aiohttp.DummyCookieJar())
 
 
 def env_proxy(url: str) -> str | None:
@@ -232,23 +224,13 @@ def _split_proxy(proxy_url: str) -> tuple[Any, Any]:
     return parts._replace(netloc=host).geturl(), auth
 
 
-async def _close_sessions() -> None:
-    """At exit, on the loop: close this loop's session (an unclosed one warns at exit)."""
-    key = (os.getpid(), id(asyncio.get_running_loop()))
-    session = _sessions.pop(key, None)
-    if session is not None:
-        await session.close()
-
-
 async def _read_limited(response: Any) -> bytes:
-    chunks, size = [], 0
-    async for chunk in response.content.iter_chunked(65_536):
-        size += len(chunk)
-        if size > MAX_RESPONSE_BYTES:
-            raise JudgeResponseError(
-                f"judge response is larger than {MAX_RESPONSE_BYTES // (1024 * 1024)} MB")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    try:
+        data: bytes = await http.read_bounded(response, MAX_RESPONSE_BYTES)
+    except http.TooLarge:
+        raise JudgeResponseError(
+            f"judge response is larger than {MAX_RESPONSE_BYTES // (1024 * 1024)} MB") from None
+    return data
 
 
 def _error_text(data: bytes) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_scorers import registry
+from otel_scorers.backends import SinkQueue
 from otel_scorers.capture import CaptureMapping, Extractor, Limits
 from otel_scorers.capture.trace import TraceBuffer
 from otel_scorers.config import (
@@ -46,7 +47,6 @@ from otel_scorers.pipeline.turn_records import TurnForwarder
 from otel_scorers.policy import ContentPolicy
 from otel_scorers.scorers.base import Scorer
 from otel_scorers.scorers.criteria import RubricLike, needs_steps, parse_rubric, plain_criteria
-from otel_scorers.sinks import MLflowSink, PhoenixSink, ResultSink, SinkQueue
 
 __all__ = [
     "Parts",
@@ -156,16 +156,10 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
 
 def sinks_from(settings: Settings, policy: ContentPolicy, *, count: Any = None,
                log_once: Callable[[str, str], None] | None = None) -> SinkQueue | None:
-    """The result sinks the settings turn on (``None``: none is)."""
-    made: list[ResultSink] = []
-    phoenix = settings.phoenix
-    if phoenix.endpoint:
-        made.append(PhoenixSink(phoenix.endpoint, project=phoenix.project, policy=policy,
-                                api_key=phoenix.api_key.get_secret_value()
-                                if phoenix.api_key else None))
-    if settings.mlflow.tracking_uri:
-        made.append(MLflowSink(settings.mlflow.tracking_uri,
-                               experiment=settings.mlflow.experiment, policy=policy))
+    """The writers of the backends whose blocks turn them on, behind one queue (``None``:
+    no backend is on)."""
+    made = [row.writer(settings.backend(row.name), policy) for row in registry.backends()
+            if row.enabled(settings.backend(row.name))]
     if not made:
         return None
     return SinkQueue(made, max_items=settings.sinks.queue_size, retry_s=settings.sinks.retry_s,

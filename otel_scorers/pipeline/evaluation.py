@@ -18,6 +18,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_scorers import names as n
+from otel_scorers.backends import Evaluated, SinkQueue
 from otel_scorers.capture import (
     Captured,
     CaptureMapping,
@@ -47,7 +48,6 @@ from otel_scorers.scorers.fused import Member, call_batches, judged
 from otel_scorers.scorers.result import ScoreError, ScoreResult
 from otel_scorers.scorers.rubric import RubricLike
 from otel_scorers.scorers.run import ScorerRun
-from otel_scorers.sinks import Evaluated, SinkQueue
 
 __all__ = ["Evaluation", "Job", "check_prices", "decision_of"]
 

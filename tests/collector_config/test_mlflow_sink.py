@@ -23,13 +23,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from otel_scorers import RubricScorer, TrajectoryScorer
+from otel_scorers.backends import Evaluated, MLflowSink, SinkQueue
 from otel_scorers.background_loop import submit
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.pipeline import ScoringSpanProcessor
 from otel_scorers.scorers.result import ScoreResult
-from otel_scorers.sinks import Evaluated, MLflowSink, SinkQueue
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
-from tests.backends import call, running_mlflow
+from tests.servers import call, running_mlflow
 from tests.support import free_port, genai_attributes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

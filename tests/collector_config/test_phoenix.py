@@ -20,7 +20,7 @@ from otel_scorers import PromptAlignmentScorer, RubricScorer
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.pipeline import ScoringSpanProcessor
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
-from tests.backends import get, running_phoenix
+from tests.servers import get, running_phoenix
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -21,13 +21,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_scorers import RubricScorer, TrajectoryScorer
+from otel_scorers.backends import Evaluated, PhoenixSink, SinkQueue
 from otel_scorers.background_loop import submit
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.pipeline import ScoringSpanProcessor
 from otel_scorers.scorers.result import ScoreResult
-from otel_scorers.sinks import Evaluated, PhoenixSink, SinkQueue
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
-from tests.backends import get, running_phoenix
+from tests.servers import get, running_phoenix
 from tests.support import free_port, genai_attributes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

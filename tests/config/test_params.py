@@ -57,6 +57,9 @@ def test_every_setting_has_one_row_and_every_row_a_setting() -> None:
     expected = set(leaves(Settings)) - {"scorers.*.type", "scorers.*.options"}
     expected |= {f"scorers.*.{name}" for row in registry.scorer_types()
                  for name in row.options.model_fields}
+    # every backend's block is a setting of its own (its row's settings model)
+    expected |= {f"{row.name}.{name}" for row in registry.backends()
+                 for name in row.settings.model_fields}
     assert set(rows) == expected
     for param in params():
         field_of(param.keys)  # every row names a real field

@@ -1,15 +1,17 @@
-"""Results on their way to the sinks: bounded, batched, retried, counted, never on the
-application's hot path.
+"""Results on their way to the backends: bounded, batched, retried, counted, never on the
+application's hot path, and each backend on its own.
 
 :meth:`SinkQueue.offer` is called on the library's background loop when an evaluation is
-emitted; it never waits: past ``max_items`` waiting per sink a result is dropped and counted
-(``queue_full``). One task per queue drains each sink in batches of the sink's ``max_batch``; a
-failed write is retried with backoff (0.5 s doubling to 10 s) until it lands or ``retry_s`` has
-passed since its first try (then ``retries_exhausted``); a write the backend refuses outright is
-dropped at once (its reason, e.g. ``http_401``). Every outcome is counted (``written``,
-``retried``, ``dropped`` with the reason) and the first failure of each kind logged once.
-:meth:`flush` waits (from any thread) until nothing is waiting or in flight; :meth:`close`
-flushes within a deadline and counts what is left as dropped (``shutdown``).
+emitted; it never waits: past ``max_items`` waiting for a sink a result is dropped for that
+sink and counted (``queue_full``). Each sink has a lane of its own (its waiting results and one
+task draining them in batches of the sink's ``max_batch``), so a slow or hung backend holds
+only its own results, never another's. A failed write is retried with backoff (0.5 s doubling
+to 10 s) until it lands or ``retry_s`` has passed since its first try (then
+``retries_exhausted``); a write the backend refuses outright is dropped at once (its reason,
+e.g. ``http_401``). Every outcome is counted (``written``, ``retried``, ``dropped`` with the
+reason) and the first failure of each kind logged once. :meth:`flush` waits (from any thread)
+until nothing is waiting or in flight; :meth:`close` flushes within a deadline and counts what
+is left as dropped (``shutdown``).
 """
 
 from __future__ import annotations
@@ -20,16 +22,28 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from otel_scorers import background_loop
-from otel_scorers.sinks.base import Evaluated, ResultSink, SinkError
+from otel_scorers.backends.base import Evaluated, ResultSink
+from otel_scorers.errors import SinkError
 
 __all__ = ["SinkQueue"]
 
 Count = Callable[[str, str, "str | None", int], None]
 FIRST_DELAY_S = 0.5
 MAX_DELAY_S = 10.0
+
+
+class _Lane:
+    """One sink's waiting results and the task that drains them."""
+
+    def __init__(self, sink: ResultSink) -> None:
+        self.sink = sink
+        self.waiting: deque[Evaluated] = deque()
+        #: results taken for a write that has not ended yet
+        self.inflight = 0
+        self.wake: asyncio.Event | None = None
+        self.task: asyncio.Task[None] | None = None
 
 
 class SinkQueue:
@@ -43,23 +57,22 @@ class SinkQueue:
         self.retry_s = retry_s
         self._count = count
         self._log_once = log_once
-        self._waiting: dict[str, deque[Evaluated]] = {s.name: deque() for s in self.sinks}
-        self._pending = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self._lanes = {sink.name: _Lane(sink) for sink in self.sinks}
         self._lock = threading.Condition()
-        self._wake: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
         self._closing = False
         #: (sink, outcome, reason) -> count
         self.counts: Counter[tuple[str, str, str | None]] = Counter()
 
     def reset_after_fork(self) -> None:
-        """In a forked child: the parent's waiting results, task and lock are not ours."""
-        self._lock = threading.Condition()
-        self._waiting = {s.name: deque() for s in self.sinks}
-        self._pending = 0
-        self._wake = None
-        self._task = None
-        self.counts = Counter()
+        """In a forked child: the parent's waiting results, tasks and lock are not ours."""
+        self._reset()
+
+    @property
+    def _pending(self) -> int:
+        return sum(len(lane.waiting) + lane.inflight for lane in self._lanes.values())
 
     # -- from the background loop --------------------------------------------------------
     def offer(self, item: Evaluated) -> None:
@@ -69,57 +82,48 @@ class SinkQueue:
                 for sink in self.sinks:
                     self._counted(sink.name, "dropped", "shutdown")
                 return
-            for sink in self.sinks:
-                waiting = self._waiting[sink.name]
-                if len(waiting) >= self.max_items:
-                    self._counted(sink.name, "dropped", "queue_full")
+            for lane in self._lanes.values():
+                if len(lane.waiting) >= self.max_items:
+                    self._counted(lane.sink.name, "dropped", "queue_full")
                     continue
-                waiting.append(item)
-                self._pending += 1
-        self._start()
-        assert self._wake is not None
-        self._wake.set()
+                lane.waiting.append(item)
+        for lane in self._lanes.values():
+            self._start(lane)
 
-    def _start(self) -> None:
-        if self._task is None or self._task.done():
-            self._wake = asyncio.Event()
-            self._task = asyncio.get_running_loop().create_task(self._run())
+    def _start(self, lane: _Lane) -> None:
+        if lane.task is None or lane.task.done():
+            lane.wake = asyncio.Event()
+            lane.task = asyncio.get_running_loop().create_task(self._run(lane))
+        assert lane.wake is not None
+        lane.wake.set()
 
-    async def _run(self) -> None:
-        # No ``async with`` around the loop: a task still waiting when the interpreter (or a
-        # forked child) drops it must not have to await anything while it is closed.
-        import aiohttp
-
-        wake = self._wake
+    async def _run(self, lane: _Lane) -> None:
+        wake = lane.wake
         assert wake is not None
-        session = aiohttp.ClientSession()
-        try:
-            while True:
-                await wake.wait()
-                wake.clear()
-                for sink in self.sinks:
-                    while batch := self._take(sink):
-                        await self._deliver(session, sink, batch)
-                with self._lock:
-                    if self._closing and not self._pending:
-                        break
-        except asyncio.CancelledError:
-            await session.close()
-            raise
-        await session.close()
+        while True:
+            await wake.wait()
+            wake.clear()
+            while batch := self._take(lane):
+                await self._deliver(lane, batch)
+            with self._lock:
+                if self._closing and not lane.waiting:
+                    return
 
-    def _take(self, sink: ResultSink) -> list[Evaluated]:
+    def _take(self, lane: _Lane) -> list[Evaluated]:
         with self._lock:
-            waiting = self._waiting[sink.name]
-            return [waiting.popleft() for _ in range(min(sink.max_batch, len(waiting)))]
+            waiting = lane.waiting
+            batch = [waiting.popleft() for _ in range(min(lane.sink.max_batch, len(waiting)))]
+            lane.inflight += len(batch)
+            return batch
 
-    async def _deliver(self, session: Any, sink: ResultSink, batch: list[Evaluated]) -> None:
+    async def _deliver(self, lane: _Lane, batch: list[Evaluated]) -> None:
+        sink = lane.sink
         deadline = time.monotonic() + self.retry_s
         delay = FIRST_DELAY_S
         while True:
             try:
-                await sink.write(session, batch)
-                self._done(sink.name, "written", None, len(batch))
+                await sink.write(batch)
+                self._done(lane, "written", None, len(batch))
                 return
             except SinkError as error:
                 give_up = (not error.retryable or self._closing
@@ -128,14 +132,17 @@ class SinkQueue:
                 if give_up:
                     reason = error.reason if not error.retryable else (
                         "shutdown" if self._closing else "retries_exhausted")
-                    self._done(sink.name, "dropped", reason, len(batch))
+                    self._done(lane, "dropped", reason, len(batch))
                     return
                 self._counted(sink.name, "retried", error.reason, len(batch))
+            except asyncio.CancelledError:
+                self._done(lane, "dropped", "shutdown", len(batch))
+                raise
             except Exception:  # a sink's own bug: counted, logged once, never raised
                 if self._log_once is not None:
                     self._log_once(f"sink:{sink.name}:internal",
                                    f"otel-scorers: the {sink.name} sink failed unexpectedly")
-                self._done(sink.name, "dropped", "internal_error", len(batch))
+                self._done(lane, "dropped", "internal_error", len(batch))
                 return
             await asyncio.sleep(delay)
             delay = min(delay * 2, MAX_DELAY_S)
@@ -148,10 +155,10 @@ class SinkQueue:
                        f"otel-scorers: results for {sink.name} {what}: {error} (counted in "
                        f"otel_scorers.sink.results, reason {error.reason}; logged once)")
 
-    def _done(self, sink: str, outcome: str, reason: str | None, count: int) -> None:
+    def _done(self, lane: _Lane, outcome: str, reason: str | None, count: int) -> None:
         with self._lock:
-            self._counted(sink, outcome, reason, count)
-            self._pending -= count
+            self._counted(lane.sink.name, outcome, reason, count)
+            lane.inflight -= count
             if not self._pending:
                 self._lock.notify_all()
 
@@ -177,16 +184,15 @@ class SinkQueue:
         self.flush(timeout_s)
         with self._lock:
             self._closing = True
-            left = {name: len(items) for name, items in self._waiting.items()}
-            for items in self._waiting.values():
-                items.clear()
-            for name, count in left.items():
-                if count:
-                    self._counted(name, "dropped", "shutdown", count)
-            self._pending -= sum(left.values())
-        if self._wake is not None:
-            with contextlib.suppress(RuntimeError):  # the loop is gone at exit
-                background_loop.call_soon(self._wake.set)
+            for lane in self._lanes.values():
+                if lane.waiting:
+                    self._counted(lane.sink.name, "dropped", "shutdown", len(lane.waiting))
+                    lane.waiting.clear()
+            self._lock.notify_all()
+        for lane in self._lanes.values():
+            if lane.wake is not None:
+                with contextlib.suppress(RuntimeError):  # the loop is gone at exit
+                    background_loop.call_soon(lane.wake.set)
 
     def totals(self) -> dict[str, dict[str, int]]:
         """Per sink: ``written``, ``retried``, ``dropped`` and ``dropped:<reason>`` counts."""
@@ -197,6 +203,6 @@ class SinkQueue:
             if outcome == "dropped" and reason:
                 row[f"dropped:{reason}"] = row.get(f"dropped:{reason}", 0) + count
         with self._lock:
-            for sink in self.sinks:
-                out[sink.name]["waiting"] = len(self._waiting[sink.name])
+            for lane in self._lanes.values():
+                out[lane.sink.name]["waiting"] = len(lane.waiting)
         return out

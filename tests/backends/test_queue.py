@@ -5,14 +5,15 @@ once, a failing sink never raises into the pipeline, everything counted in the m
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
+from otel_scorers.backends import Evaluated, SinkError, SinkQueue
 from otel_scorers.background_loop import submit
 from otel_scorers.scorers.result import ScoreResult
-from otel_scorers.sinks import Evaluated, SinkError, SinkQueue
 
 
 class Recording:
@@ -27,7 +28,7 @@ class Recording:
         self.fail = list(fail or [])
         self.gate = gate
 
-    async def write(self, session: Any, batch: Sequence[Evaluated]) -> None:
+    async def write(self, batch: Sequence[Evaluated]) -> None:
         if self.gate is not None:
             await self.gate.wait()
         if self.fail:
@@ -120,14 +121,41 @@ def test_close_counts_what_is_left_and_later_offers() -> None:
 
 @pytest.mark.parametrize("endpoint", ["127.0.0.1:6006", "file:///etc/passwd", ""])
 def test_a_phoenix_endpoint_must_be_http(endpoint: str) -> None:
+    from otel_scorers.backends import PhoenixSink
     from otel_scorers.errors import ConfigError
-    from otel_scorers.sinks import PhoenixSink
 
     with pytest.raises(ConfigError):
         PhoenixSink(endpoint)
 
 
 def test_the_key_is_never_in_the_sinks_repr() -> None:
-    from otel_scorers.sinks import PhoenixSink
+    from otel_scorers.backends import PhoenixSink
 
     assert "secret" not in repr(PhoenixSink("http://127.0.0.1:1", api_key="secret-key-123"))
+
+
+class Named(Recording):
+    def __init__(self, name: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.name = name
+
+
+def test_a_hung_sink_never_holds_another() -> None:
+    # Each sink drains on its own: one that never answers keeps its own results waiting, the
+    # other's are written meanwhile.
+    async def make_gate() -> asyncio.Event:
+        return asyncio.Event()
+    gate = submit(make_gate()).result(10)
+    hung, fine = Named("hung", gate=gate), Named("fine")
+    queue = SinkQueue([hung, fine])
+    offer(queue, *(item(i) for i in range(7)))
+    deadline = time.monotonic() + 30
+    while sum(map(len, fine.batches)) < 7 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sum(map(len, fine.batches)) == 7 and not hung.batches
+    assert not queue.flush(0.1)  # the hung sink's results are still waiting
+    submit(_set(gate)).result(10)
+    assert queue.flush(10) and sum(map(len, hung.batches)) == 7
+    assert queue.totals() == {"hung": {"written": 7, "waiting": 0},
+                              "fine": {"written": 7, "waiting": 0}}
+    queue.close(1)

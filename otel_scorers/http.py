@@ -1,0 +1,60 @@
+"""The library's one HTTP stack: shared aiohttp sessions and bounded reads.
+
+Every HTTP client of the library (the judge's direct transport and litellm's bounded transport,
+the result backends' writers and their label readers) takes its session from :func:`shared`:
+one session per process, event loop and purpose, made on first use, kept alive (connections
+reused), forgotten in a forked child (a parent's sessions are not the child's) and closed at
+exit on the loop that made it. :func:`read_bounded` reads a whole body, chunk by chunk, to a
+bound (more is :class:`TooLarge`, never a truncated body taken for the whole).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from typing import Any
+
+from otel_scorers import background_loop
+
+__all__ = ["TooLarge", "read_bounded", "shared"]
+
+#: (pid, id of the loop, purpose) -> session
+_sessions: dict[tuple[int, int, str], Any] = {}
+
+
+def shared(purpose: str, make: Callable[[], Any]) -> Any:
+    """This process and running loop's session for ``purpose`` (``make()`` builds it)."""
+    key = (os.getpid(), id(asyncio.get_running_loop()), purpose)
+    session = _sessions.get(key)
+    if session is None or session.closed:
+        if not _sessions:
+            background_loop.close_at_exit(_close)
+        for other in [k for k in _sessions if k[0] != key[0]]:
+            del _sessions[other]  # a parent process's sessions are not ours
+        session = _sessions[key] = make()
+    return session
+
+
+async def _close() -> None:
+    """At exit, on the loop: close this loop's sessions (an unclosed one warns at exit)."""
+    loop = id(asyncio.get_running_loop())
+    for key in [k for k in _sessions if k[0] == os.getpid() and k[1] == loop]:
+        session = _sessions.pop(key)
+        await session.close()
+
+
+class TooLarge(Exception):
+    """A body larger than the bound it was read to."""
+
+
+async def read_bounded(response: Any, limit: int) -> bytes:
+    """The whole body of an aiohttp ``response``, at most ``limit`` bytes; :class:`TooLarge`
+    past it (a read of one chunk is never taken for the body)."""
+    chunks, size = [], 0
+    async for chunk in response.content.iter_chunked(65_536):
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge(f"an answer larger than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
