@@ -23,7 +23,7 @@ from typing import Any
 import click
 
 from otel_scorers.cli.errors import EXIT_FAILED, Failed, UsageProblem
-from otel_scorers.cli.options import Finite, judge_of, judge_options
+from otel_scorers.cli.options import Finite, ScorerTypes, judge_of, judge_options
 from otel_scorers.errors import ConfigError
 from otel_scorers.judge.client import JudgeClient
 
@@ -40,9 +40,7 @@ __all__ = ["calibrate"]
                    "'phoenix' the human annotations of OTEL_SCORERS_PHOENIX_PROJECT in "
                    "OTEL_SCORERS_PHOENIX_ENDPOINT, 'mlflow' the human feedback of "
                    "OTEL_SCORERS_MLFLOW_EXPERIMENT. Repeatable.")
-@click.option("--scorer", "scorer_name",
-              type=click.Choice(["rubric", "prompt-alignment", "prompt_alignment", "tool_use",
-                                 "tool-use", "faithfulness"]),
+@click.option("--scorer", "scorer_name", type=ScorerTypes(judging=True),
               help="Only the cases of one scorer.")
 @click.option("--domain", "domains", multiple=True, help="Only cases of this domain (repeatable).")
 @click.option("--limit", type=click.IntRange(1), help="At most this many cases (in file order).")

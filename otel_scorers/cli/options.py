@@ -4,7 +4,7 @@ judge they give: resolved like every entry point's (argument, environment, file,
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -12,7 +12,7 @@ from otel_scorers.cli.errors import UsageProblem
 from otel_scorers.errors import ConfigError
 from otel_scorers.judge.client import ENV_API_BASE, ENV_API_KEY, ENV_MODEL, JudgeClient
 
-__all__ = ["Finite", "judge_of", "judge_options"]
+__all__ = ["Finite", "ScorerTypes", "judge_of", "judge_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,6 +31,41 @@ class Finite(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
         return number
+
+
+if TYPE_CHECKING:  # generic from click 8.2 on; the project supports earlier ones too
+    _ParamType = click.ParamType[str, Any]
+else:
+    _ParamType = click.ParamType
+
+
+class ScorerTypes(_ParamType):
+    """A scorer type's name (either spelling), checked against the registry rows when the
+    command runs, so a type registered after the CLI was built is accepted too;
+    ``judging``: only the types that judge."""
+
+    name = "type"
+
+    def __init__(self, *, judging: bool = False) -> None:
+        self.judging = judging
+
+    def names(self) -> list[str]:
+        from otel_scorers import registry
+
+        return [row.name for row in registry.scorer_types() if row.judges or not self.judging]
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        from otel_scorers import registry
+
+        name = registry.canonical(str(value))
+        if name not in self.names():
+            self.fail(f"{value!r} is not one of {', '.join(map(repr, self.names()))}.",
+                      param, ctx)
+        return name
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "[" + "|".join(self.names()) + "]"
 
 
 def judge_options(command: F) -> F:

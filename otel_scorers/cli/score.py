@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from otel_scorers import registry
 from otel_scorers.cli.errors import EXIT_FAILED, UsageProblem
-from otel_scorers.cli.options import Finite, judge_of, judge_options
+from otel_scorers.cli.options import Finite, ScorerTypes, judge_of, judge_options
 from otel_scorers.errors import ConfigError
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.scorers.analysis import rendering
@@ -59,32 +59,30 @@ def _build_run(run_file: str | None, input_text: str | None, system: tuple[str, 
     return run
 
 
-def _type_flags(command: click.Command) -> click.Command:
-    """The options the scorer types' registry rows declare (one ``--name`` each, shared by
-    the types that declare it), added to ``command``."""
-    seen: set[str] = set()
-    for row in registry.scorer_types():
-        for flag in row.flags:
-            if flag.name in seen:
-                continue
-            seen.add(flag.name)
-            command.params.append(click.Option(
-                [f"--{flag.name}", flag.name], multiple=flag.multiple, metavar=flag.metavar,
-                type=click.Choice(flag.choices) if flag.choices else None,
-                default=flag.default if not flag.multiple else (), help=flag.help,
-                show_default=flag.default is not None))
-    return command
+class _ScoreCommand(click.Command):
+    """``score`` with the options the scorer types' registry rows declare (one ``--name``
+    each, shared by the types that declare it), read from the rows when the command runs."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        params = super().get_params(ctx)
+        taken = {name for param in params for name in param.opts}
+        for row in registry.scorer_types():
+            for flag in row.flags:
+                if f"--{flag.name}" in taken:
+                    continue
+                taken.add(f"--{flag.name}")
+                params.insert(len(params) - 1, click.Option(  # before --help
+                    [f"--{flag.name}", flag.name], multiple=flag.multiple,
+                    metavar=flag.metavar,
+                    type=click.Choice(flag.choices) if flag.choices else None,
+                    default=flag.default if not flag.multiple else (), help=flag.help,
+                    show_default=flag.default is not None))
+        return params
 
 
-def _scorer_names() -> list[str]:
-    names = [row.name for row in registry.scorer_types()]
-    return names + [name.replace("_", "-") for name in names if "_" in name]
-
-
-@_type_flags
-@click.command()
-@click.option("--scorer", "scorer_name", type=click.Choice(_scorer_names()),
-              default="rubric", show_default=True,
+@click.command(cls=_ScoreCommand)
+@click.option("--scorer", "scorer_name", type=ScorerTypes(), default="rubric",
+              show_default=True,
               help="Which scorer judges the run (multi_turn: a whole conversation, from a run "
                    "with 'turns', or its messages).")
 @click.option("--scale", type=Finite(0, 1e6, min_open=True), default=1.0, show_default=True,
