@@ -161,7 +161,7 @@ def run_demo(console: Console | None = None, *, prometheus_port: int | None = No
     """Trace the demo agent's runs, score them live, print what was scored and where it went."""
     console = console or Console()
     report = DemoReport()
-    judge = JudgeClient(timeout_s=180, total_timeout_s=400)
+    judge = JudgeClient.from_environment(timeout_s=180, total_timeout_s=400)
     if judge.model == DEFAULT_LOCAL_MODEL:
         console.print("[yellow]Judge: the embedded SmolLM2-135M model (no API key, no network). "
                       "It is tiny: its verdicts are illustrative only. Set "

@@ -17,7 +17,7 @@ from typing import Any
 
 from otel_scorers import background_loop
 
-__all__ = ["TooLarge", "read_bounded", "shared"]
+__all__ = ["TooLarge", "close_all", "read_bounded", "shared"]
 
 #: (pid, id of the loop, purpose) -> session
 _sessions: dict[tuple[int, int, str], Any] = {}
@@ -29,15 +29,16 @@ def shared(purpose: str, make: Callable[[], Any]) -> Any:
     session = _sessions.get(key)
     if session is None or session.closed:
         if not _sessions:
-            background_loop.close_at_exit(_close)
+            background_loop.close_at_exit(close_all)
         for other in [k for k in _sessions if k[0] != key[0]]:
             del _sessions[other]  # a parent process's sessions are not ours
         session = _sessions[key] = make()
     return session
 
 
-async def _close() -> None:
-    """At exit, on the loop: close this loop's sessions (an unclosed one warns at exit)."""
+async def close_all() -> None:
+    """Close this loop's sessions (at exit, on the loop: an unclosed one warns at exit); the
+    next request makes new ones."""
     loop = id(asyncio.get_running_loop())
     for key in [k for k in _sessions if k[0] == os.getpid() and k[1] == loop]:
         session = _sessions.pop(key)

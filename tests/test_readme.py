@@ -61,8 +61,8 @@ def test_every_command_option_shown_exists() -> None:
             rest = words[words.index("otel-scorers") + 1:]
             command = main.get_command(click.Context(main), rest[0])
             assert command is not None, line
-            options = {opt for param in command.params for opt in param.opts
-                       + getattr(param, "secondary_opts", [])}
+            options = {opt for param in command.get_params(click.Context(command))
+                       for opt in param.opts + getattr(param, "secondary_opts", [])}
             for word in rest[1:]:
                 flag = word.strip("[]").split("=", 1)[0]
                 if flag.startswith("--"):

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from otel_scorers import http
-from otel_scorers.errors import SinkError
+from otel_scorers.errors import ConfigError, SinkError
 from otel_scorers.policy import ContentPolicy
 from otel_scorers.scorers.analysis import rendering
 from otel_scorers.scorers.result import ScoreResult
 
-__all__ = ["IDENTIFIER", "Evaluated", "ResultSink", "SinkError", "call", "metadata_of",
-           "shown_url"]
+__all__ = ["IDENTIFIER", "Evaluated", "ResultSink", "SinkError", "base_url", "call",
+           "metadata_of", "shown_url"]
 
 #: The identifier every result is written under: with the scorer's name and the span, the key a
 #: backend upserts on, so a retry or a re-score overwrites instead of adding a duplicate.
@@ -66,6 +66,15 @@ def shown_url(url: str) -> str:
     if parts.port:
         host = f"{host}:{parts.port}"
     return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def base_url(url: str, what: str) -> str:
+    """``url`` without its trailing slash, when it is an http(s) URL; else a
+    :class:`~otel_scorers.errors.ConfigError` naming ``what`` it should be (the URL shown
+    without credentials)."""
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"{what} must be an http(s) URL, got {shown_url(url)!r}")
+    return url.rstrip("/")
 
 
 def metadata_of(item: Evaluated, policy: ContentPolicy) -> dict[str, Any]:

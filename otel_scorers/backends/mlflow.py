@@ -29,7 +29,14 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_scorers import background_loop
-from otel_scorers.backends.base import IDENTIFIER, Evaluated, call, metadata_of, shown_url
+from otel_scorers.backends.base import (
+    IDENTIFIER,
+    Evaluated,
+    base_url,
+    call,
+    metadata_of,
+    shown_url,
+)
 from otel_scorers.backends.labels import captured_run, labelled, ours_span, span_for
 from otel_scorers.config.settings import StrictModel
 from otel_scorers.errors import ConfigError, SinkError
@@ -59,10 +66,7 @@ class MLflowSettings(StrictModel):
 
 
 def _base(tracking_uri: str) -> str:
-    if not tracking_uri.startswith(("http://", "https://")):
-        raise ConfigError("the MLflow tracking URI must be an http(s) URL of a tracking "
-                          f"server, got {shown_url(tracking_uri)!r}")
-    return tracking_uri.rstrip("/")
+    return base_url(tracking_uri, "the MLflow tracking URI (a tracking server)")
 
 
 class MLflowSink:

@@ -22,7 +22,14 @@ from typing import Any
 from pydantic import SecretStr
 
 from otel_scorers import background_loop
-from otel_scorers.backends.base import IDENTIFIER, Evaluated, call, metadata_of, shown_url
+from otel_scorers.backends.base import (
+    IDENTIFIER,
+    Evaluated,
+    base_url,
+    call,
+    metadata_of,
+    shown_url,
+)
 from otel_scorers.backends.labels import labelled, span_run
 from otel_scorers.config.settings import StrictModel
 from otel_scorers.errors import ConfigError, SinkError
@@ -53,10 +60,7 @@ class PhoenixSettings(StrictModel):
 
 
 def _base(endpoint: str) -> str:
-    if not endpoint.startswith(("http://", "https://")):
-        raise ConfigError(f"the Phoenix endpoint must be an http(s) URL, got "
-                          f"{shown_url(endpoint)!r}")
-    return endpoint.rstrip("/")
+    return base_url(endpoint, "the Phoenix endpoint")
 
 
 class PhoenixSink:

@@ -17,13 +17,11 @@ is left as dropped (``shutdown``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 
-from otel_scorers import background_loop
 from otel_scorers.backends.base import Evaluated, ResultSink
 from otel_scorers.errors import SinkError
 
@@ -42,7 +40,8 @@ class _Lane:
         self.waiting: deque[Evaluated] = deque()
         #: results taken for a write that has not ended yet
         self.inflight = 0
-        self.wake: asyncio.Event | None = None
+        #: the task draining the lane: it ends when the lane is empty, and the next offer
+        #: starts another (no task waits idle, so none is left pending at exit)
         self.task: asyncio.Task[None] | None = None
 
 
@@ -91,23 +90,14 @@ class SinkQueue:
             self._start(lane)
 
     def _start(self, lane: _Lane) -> None:
+        # offers and the drain run on the same loop: a task that found its lane empty has
+        # ended before the next offer can look at it
         if lane.task is None or lane.task.done():
-            lane.wake = asyncio.Event()
             lane.task = asyncio.get_running_loop().create_task(self._run(lane))
-        assert lane.wake is not None
-        lane.wake.set()
 
     async def _run(self, lane: _Lane) -> None:
-        wake = lane.wake
-        assert wake is not None
-        while True:
-            await wake.wait()
-            wake.clear()
-            while batch := self._take(lane):
-                await self._deliver(lane, batch)
-            with self._lock:
-                if self._closing and not lane.waiting:
-                    return
+        while batch := self._take(lane):
+            await self._deliver(lane, batch)
 
     def _take(self, lane: _Lane) -> list[Evaluated]:
         with self._lock:
@@ -189,10 +179,6 @@ class SinkQueue:
                     self._counted(lane.sink.name, "dropped", "shutdown", len(lane.waiting))
                     lane.waiting.clear()
             self._lock.notify_all()
-        for lane in self._lanes.values():
-            if lane.wake is not None:
-                with contextlib.suppress(RuntimeError):  # the loop is gone at exit
-                    background_loop.call_soon(lane.wake.set)
 
     def totals(self) -> dict[str, dict[str, int]]:
         """Per sink: ``written``, ``retried``, ``dropped`` and ``dropped:<reason>`` counts."""

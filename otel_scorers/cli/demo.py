@@ -27,7 +27,7 @@ def demo(prometheus_port: int | None, keep_serving: bool, telemetry_file: str) -
     from otel_scorers.judge.client import JudgeClient
 
     try:
-        model = JudgeClient().model
+        model = JudgeClient.from_environment().model
     except ConfigError as exc:
         raise UsageProblem(str(exc)) from None
     if model.startswith("local/") and not local.installed():

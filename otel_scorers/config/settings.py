@@ -71,9 +71,9 @@ class SamplingSettings(StrictModel):
     ratio: float = Field(default=1.0, ge=0, le=1)
     error_ratio: float | None = Field(default=None, ge=0, le=1)
     boosts: list[BoostSettings] = []
-    rate_limit: float | None = Field(default=None, gt=0)
+    rate_limit: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     budget_tokens_per_hour: int | None = Field(default=None, gt=0)
-    budget_cost_per_hour: float | None = Field(default=None, gt=0)
+    budget_cost_per_hour: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     salt: str = ""
 
 

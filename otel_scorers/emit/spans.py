@@ -9,13 +9,14 @@ never selects.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, get_logger
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import NonRecordingSpan, Status, StatusCode, TracerProvider
+from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TracerProvider
 
 from otel_scorers import names as n
 from otel_scorers._version import __version__
@@ -27,7 +28,23 @@ from otel_scorers.emit.attributes import (
 )
 from otel_scorers.scorers.result import ScoreResult
 
-__all__ = ["Emitter"]
+__all__ = ["Emitter", "Subject"]
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a result is about: the evaluated span's context and name (an interaction's span,
+    or, for a whole session, its last turn's), and whether the span is held for enriched
+    export until its scores are in."""
+
+    context: SpanContext
+    name: str
+    held: bool = False
+
+    @classmethod
+    def of(cls, span: ReadableSpan, *, held: bool = False) -> Subject | None:
+        """The subject of an ended span (``None`` for a span without a context)."""
+        return None if span.context is None else cls(span.context, span.name, held)
 
 
 class Emitter:
@@ -49,20 +66,18 @@ class Emitter:
                                             tracer_provider=self._tracer_provider)
         return self._tracer
 
-    def emit(self, evaluated: ReadableSpan, result: ScoreResult, *, agent: str | None,
+    def emit(self, subject: Subject, result: ScoreResult, *, agent: str | None,
              source: str | None, start_ns: int, end_ns: int,
              extra: Mapping[str, Any] | None = None) -> None:
-        """The evaluation span and event of ``result`` about ``evaluated``; ``extra``:
+        """The evaluation span and event of ``result`` about ``subject``; ``extra``:
         attributes both carry (a session evaluation's key and turns)."""
-        if evaluated.context is None:
-            return
-        parent = trace.set_span_in_context(NonRecordingSpan(evaluated.context), Context())
+        parent = trace.set_span_in_context(NonRecordingSpan(subject.context), Context())
         semconv = semconv_attributes(result, self.policy)
         if self.spans:
             attrs = {**semconv, n.GEN_AI_OPERATION_NAME: n.EVALUATION_OPERATION,
                      **result_attributes(result, n.PREFIX, self.policy)}
-            attrs[n.PREFIX + n.ATTR_EVALUATED_SPAN_ID] = f"{evaluated.context.span_id:016x}"
-            attrs[n.PREFIX + n.ATTR_EVALUATED_SPAN_NAME] = evaluated.name
+            attrs[n.PREFIX + n.ATTR_EVALUATED_SPAN_ID] = f"{subject.context.span_id:016x}"
+            attrs[n.PREFIX + n.ATTR_EVALUATED_SPAN_NAME] = subject.name
             if agent is not None:
                 attrs[n.PREFIX + n.ATTR_AGENT_NAME] = agent
                 attrs[n.GEN_AI_AGENT_NAME] = agent

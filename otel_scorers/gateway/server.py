@@ -22,7 +22,7 @@
    either order). Metrics are forwarded only. A slow or hung judge therefore never delays or
    drops forwarded data; at worst runs are dropped unscored, counted.
 
-Turn records (a gateway fleet's session turns, :mod:`otel_scorers.pipeline.turn_records`) are
+Turn records (a gateway fleet's session turns, :mod:`otel_scorers.otlp.turns`) are
 taken out of ``/v1/logs`` requests first: kept for the session scorers (or dropped and counted
 without one), never forwarded upstream.
 
@@ -60,8 +60,8 @@ from otel_scorers.gateway.security import BearerAuth, mask, safe_url, url_secret
 from otel_scorers.otlp import OTLPDecodeError, spans_of
 from otel_scorers.otlp.bodies import SIGNALS, decode
 from otel_scorers.otlp.logs import records_of, take_records
+from otel_scorers.otlp.turns import TURN_EVENT
 from otel_scorers.pipeline.processor import ScoringSpanProcessor
-from otel_scorers.pipeline.turn_records import TURN_EVENT
 
 __all__ = ["Gateway"]
 

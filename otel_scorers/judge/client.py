@@ -96,15 +96,18 @@ class Judgement(Generic[T]):
 
 
 class JudgeClient:
-    """A judge model reached through litellm.
+    """A judge model, called through one transport (litellm, an OpenAI-compatible endpoint
+    over HTTP directly, or the embedded model in process).
 
     ``model`` is any litellm model string (``openai/gpt-5-mini``, ``anthropic/...``,
     ``ollama/...``, ``openai/<name>`` with an OpenAI-compatible ``api_base``) or ``local/...``
-    (the embedded model). When it is not given, ``OTEL_SCORERS_JUDGE_MODEL`` is read, then the
-    embedded local model is used. ``structured_output`` picks how JSON is requested: ``auto``
-    asks the transport whether the model enforces JSON schemas; ``json_object_schema`` is
-    llama.cpp's form. ``transport``: ``auto`` (see :func:`transport_for`), ``litellm``, or a
-    :class:`~otel_scorers.judge.transport.Transport` of your own.
+    (the embedded model, the default). ``structured_output`` picks how JSON is requested:
+    ``auto`` asks the transport whether the model enforces JSON schemas;
+    ``json_object_schema`` is llama.cpp's form. ``transport``: ``auto`` (see
+    :func:`transport_for`), ``litellm``, or a :class:`~otel_scorers.judge.transport.Transport`
+    of your own. The client reads no environment: :meth:`from_environment` fills what is not
+    given from the ``OTEL_SCORERS_JUDGE_*`` variables (as the scorers built in code do), and
+    the settings path (``pipeline.build.judge_from``) builds it from resolved settings.
     """
 
     def __init__(
@@ -113,39 +116,27 @@ class JudgeClient:
         *,
         api_base: str | None = None,
         api_key: str | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        timeout_s: float | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 2048,
+        timeout_s: float = 60.0,
         total_timeout_s: float = 180.0,
         retry: RetryPolicy | None = None,
-        structured_output: StructuredOutput | None = None,
+        structured_output: StructuredOutput = "auto",
         redactor: Redactor | bool | None = None,
         max_field_chars: int = 12_000,
         extra_params: Mapping[str, Any] | None = None,
         transport: Literal["auto", "litellm"] | Transport | None = None,
-        environment: bool = True,
     ) -> None:
-        # an option not given is read from its OTEL_SCORERS_JUDGE_* variable, as every entry
-        # point reads it (``environment=False``: the caller resolved the settings already). A
-        # bad variable never breaks the application's start: the first judgement raises it
-        # (a processor has turned scoring off with the reason before then).
-        self._env_error: EnvConfigError | None = None
-        try:
-            env = judge_environment() if environment else {}
-        except EnvConfigError as exc:
-            self._env_error, env = exc, {}
-        resolved = model or env.get("model") or DEFAULT_LOCAL_MODEL
-        temperature = env.get("temperature", 0.0) if temperature is None else temperature
-        max_tokens = env.get("max_tokens", 2048) if max_tokens is None else max_tokens
-        timeout_s = env.get("timeout_s", 60.0) if timeout_s is None else timeout_s
-        structured_output = structured_output or env.get("structured_output", "auto")
         _check(structured_output, temperature, timeout_s=timeout_s,
                total_timeout_s=total_timeout_s, max_tokens=max_tokens,
                max_field_chars=max_field_chars)
-        self.model = resolved
-        self.api_base = api_base or env.get("api_base") or None
-        self._api_key = api_key or env.get("api_key") or None
-        if self.api_base and resolved == DEFAULT_LOCAL_MODEL and not model:
+        #: an environment that could not be read (:meth:`from_environment`): raised by the
+        #: first judgement, never at the application's start
+        self._env_error: EnvConfigError | None = None
+        self.model = model or DEFAULT_LOCAL_MODEL
+        self.api_base = api_base or None
+        self._api_key = api_key or None
+        if self.api_base and not model:
             raise ConfigError(
                 f"a judge API base ({ENV_API_BASE} or api_base) is set but no judge model: set "
                 f"{ENV_MODEL} (e.g. openai/<model name> for an OpenAI-compatible server); "
@@ -154,18 +145,40 @@ class JudgeClient:
         self.total_timeout_s = total_timeout_s
         self.retry = retry or RetryPolicy()
         self.structured_output: StructuredOutput = structured_output
-        if redactor is None:
-            redactor = bool(env.get("redact", False))
         self.redactor: Redactor | None = RegexRedactor() if redactor is True else (
             redactor or None)
         self.max_field_chars = max_field_chars
         self.extra_params = dict(extra_params or {})
         #: What carries the calls (see :mod:`otel_scorers.judge.transport`).
         self.transport: Transport = transport_for(
-            resolved, api_base=self.api_base, api_key=self._api_key,
-            extra_params=self.extra_params, choice=transport or env.get("transport", "auto"))
+            self.model, api_base=self.api_base, api_key=self._api_key,
+            extra_params=self.extra_params, choice=transport or "auto")
         self._mode: StructuredOutput | None = (
             None if structured_output == "auto" else self.structured_output)
+
+    @classmethod
+    def from_environment(cls, model: str | None = None, **options: Any) -> JudgeClient:
+        """A judge whose options not given (``None`` or absent) are read from the
+        ``OTEL_SCORERS_JUDGE_*`` variables (and ``OTEL_SCORERS_REDACT``): argument, then
+        variable, then default. A bad variable never breaks the application's start: the
+        first judgement raises it (a processor has turned scoring off with the reason)."""
+        error: EnvConfigError | None = None
+        try:
+            env = judge_environment()
+        except EnvConfigError as exc:
+            error, env = exc, {}
+        given = {key: value for key, value in options.items() if value is not None}
+        read = {"api_base": env.get("api_base"), "api_key": env.get("api_key"),
+                "temperature": env.get("temperature"), "max_tokens": env.get("max_tokens"),
+                "timeout_s": env.get("timeout_s"),
+                "structured_output": env.get("structured_output"),
+                "transport": env.get("transport"), "redactor": env.get("redact") or None,
+                "retry": RetryPolicy(max_retries=env["max_retries"])
+                if env.get("max_retries") is not None else None}
+        client = cls(model or env.get("model"),
+                     **{**{k: v for k, v in read.items() if v is not None}, **given})
+        client._env_error = error
+        return client
 
     def __repr__(self) -> str:
         return f"JudgeClient(model={self.model!r}, api_base={self.api_base!r})"

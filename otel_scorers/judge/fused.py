@@ -1,11 +1,9 @@
 """Fused judge calls: when several scorers judge the same run with the same judge, one call
 answers for all of them.
 
-The evaluation of a run opens a :class:`CallBatch` for the scorers that will judge it (those
-whose judge has the same fingerprint) and runs each scorer in a task of its own that is a
-*member* of the batch. A member's first :meth:`JudgeClient.judge` call is not sent: it waits
-until every member has either asked or finished without asking (a cache hit, a skipped rubric,
-bad input), and then one request carries every waiting question:
+Who asks is decided before the call (:mod:`otel_scorers.scorers.fused`: the scorers that share
+a judge and have a question for it); :func:`judge_fused` then sends one request carrying every
+question:
 
 - the system prompt says the answer is one JSON object with a key per part (``part1``,
   ``part2``, ...), each part judged on its own, and gives each part's instructions and task,
@@ -22,16 +20,14 @@ schema after the client's corrective re-ask is split, and each part that validat
 is used: a broken half fails only its scorer (``invalid_output``). Each member's usage carries
 its share of the tokens and cost (they add up to the call's); the call itself (``calls``,
 retries, re-asks) is counted on the first member only, so calls summed over scorers are the
-calls made. A member that asks twice sends its second call alone; a request with few-shot
-examples is never fused (each scorer's examples belong to its own prompt).
+calls made. A request with few-shot examples is never fused (each scorer's examples belong to
+its own prompt).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -43,7 +39,7 @@ from otel_scorers.judge.usage import JudgeUsage
 if TYPE_CHECKING:
     from otel_scorers.judge.client import JudgeClient, Judgement, JudgeRequest
 
-__all__ = ["CallBatch", "Member", "fuse"]
+__all__ = ["fuse", "judge_fused"]
 
 FUSED_HEAD = """\
 This request holds {count} independent judgements of the same agent run, PART 1 to PART \
@@ -51,86 +47,6 @@ This request holds {count} independent judgements of the same agent run, PART 1 
 question; never let one part's findings change another's. Answer with one JSON object whose \
 keys are {keys}: each the answer its part asks for.\
 """
-
-
-@dataclass
-class Member:
-    """One scorer's task in a batch: whether it has asked yet."""
-
-    batch: CallBatch
-    asked: bool = False
-
-
-@dataclass
-class _Question:
-    client: JudgeClient
-    request: JudgeRequest[Any]
-    future: asyncio.Future[Judgement[Any]]
-
-
-@dataclass
-class CallBatch:
-    """The scorers judging one run with one judge; ``members`` of them will ask or leave."""
-
-    members: int
-    fusion_key: str
-    _waiting: list[_Question] = field(default_factory=list)
-    _settled: int = 0
-    _fired: bool = False
-    _task: asyncio.Task[None] | None = None
-
-    def join(self) -> Member:
-        return Member(self)
-
-    def accepts(self, member: Member, client: JudgeClient, request: JudgeRequest[Any]) -> bool:
-        return (not member.asked and not self._fired and not request.examples
-                and client.fusion_key == self.fusion_key)
-
-    async def ask(self, member: Member, client: JudgeClient,
-                  request: JudgeRequest[Any]) -> Judgement[Any]:
-        """``request``'s judgement: one part of the batch's call, or, for a request that
-        cannot be fused (examples, another judge, a second question), a call of its own."""
-        if not self.accepts(member, client, request):
-            self.leave(member)
-            return await client.judge(request)
-        member.asked = True
-        future: asyncio.Future[Judgement[Any]] = asyncio.get_running_loop().create_future()
-        self._waiting.append(_Question(client, request, future))
-        self._settle()
-        return await asyncio.shield(future)
-
-    def leave(self, member: Member) -> None:
-        """A member finished (or was cancelled) without asking."""
-        if not member.asked:
-            member.asked = True
-            self._settle()
-
-    def _settle(self) -> None:
-        self._settled += 1
-        if self._fired or self._settled < self.members or not self._waiting:
-            return
-        self._fired = True
-        self._task = asyncio.get_running_loop().create_task(self._call(list(self._waiting)))
-
-    async def _call(self, questions: list[_Question]) -> None:
-        client = questions[0].client
-        try:
-            if len(questions) == 1:
-                outcomes: list[Judgement[Any] | BaseException] = [
-                    await client.judge(questions[0].request)]
-            else:
-                outcomes = list(await judge_fused(client, [q.request for q in questions]))
-        except BaseException as exc:  # every member gets the failure (cancelled: then re-raised)
-            outcomes = [exc] * len(questions)
-        for question, outcome in zip(questions, outcomes, strict=True):
-            if question.future.done():
-                continue
-            if isinstance(outcome, BaseException):
-                question.future.set_exception(outcome)
-            else:
-                question.future.set_result(outcome)
-        if outcomes and isinstance(outcomes[0], asyncio.CancelledError):
-            raise outcomes[0]
 
 
 def fuse(requests: Sequence[JudgeRequest[Any]]) -> JudgeRequest[Any]:

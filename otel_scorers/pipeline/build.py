@@ -27,23 +27,31 @@ from otel_scorers.config import (
     load_settings,
 )
 from otel_scorers.config.params import ARGUMENTS, PipelineSettings
-from otel_scorers.config.settings import SessionSettings
 from otel_scorers.emit.enriched import EnrichedExport
 from otel_scorers.emit.metrics import ScorerMetrics
 from otel_scorers.emit.spans import Emitter
 from otel_scorers.errors import ConfigError, EnvConfigError
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.judge.retry import RetryPolicy
+from otel_scorers.pipeline.ask import Asker
 from otel_scorers.pipeline.cache import ResultCache
+from otel_scorers.pipeline.check import Checker
 from otel_scorers.pipeline.content import ContentStripper
 from otel_scorers.pipeline.counts import DecisionCounts
-from otel_scorers.pipeline.evaluation import Evaluation, Job
+from otel_scorers.pipeline.emission import Emission
+from otel_scorers.pipeline.evaluation import Evaluation
 from otel_scorers.pipeline.isolated import IsolatedScorers
+from otel_scorers.pipeline.on_demand import OnDemand
+from otel_scorers.pipeline.runs import RunReader
 from otel_scorers.pipeline.sampling import Boost, Sampler, Sampling
 from otel_scorers.pipeline.selection import Selection, Selector
-from otel_scorers.pipeline.sessions import SessionPolicy, Sessions, SessionStore
+from otel_scorers.pipeline.sessions import (
+    SessionLane,
+    SessionPolicy,
+    SessionStore,
+    TurnForwarder,
+)
 from otel_scorers.pipeline.slots import ScorerSpec, Slot
-from otel_scorers.pipeline.turn_records import TurnForwarder
 from otel_scorers.policy import ContentPolicy
 from otel_scorers.scorers.base import Scorer
 from otel_scorers.scorers.criteria import RubricLike, needs_steps, parse_rubric, plain_criteria
@@ -54,6 +62,7 @@ __all__ = [
     "ScorerSpec",
     "Settings",
     "Slot",
+    "Timeouts",
     "build_slots",
     "capture_from",
     "judge_from",
@@ -70,9 +79,20 @@ _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
+class Timeouts:
+    """The bounds the processor's own hooks wait within (seconds)."""
+
+    exit_s: float
+    shutdown_s: float
+    #: an interaction whose trace's root has not ended is decided after this much quiet
+    interaction_wait_s: float
+
+
+@dataclass(frozen=True)
 class Parts:
     """What a processor is made of, built from its arguments and settings. ``slots`` judge
-    each interaction; ``sessions`` (with its own slots) each conversation, or is ``None``."""
+    each interaction; ``sessions`` (the session lane, with its own slots) each conversation,
+    or is ``None``."""
 
     slots: tuple[Slot, ...]
     selector: Selector
@@ -81,8 +101,10 @@ class Parts:
     evaluation: Evaluation
     enriched: EnrichedExport | None
     stripper: ContentStripper | None
+    timeouts: Timeouts
+    on_demand: OnDemand
     sinks: SinkQueue | None = None
-    sessions: Sessions | None = None
+    sessions: SessionLane | None = None
 
 
 def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | None,
@@ -91,8 +113,7 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
                rubrics: Mapping[str, RubricLike] | None, exporter: Any,
                tracer_provider: Any, meter_provider: Any, logger_provider: Any,
                capture_limits: Limits | None, log_once: Callable[[str, str], None],
-               queue_depth: Callable[[], int], defer: Callable[[Job], bool],
-               sessions: SessionPolicy | None = None) -> Parts:
+               queue_depth: Callable[[], int], sessions: SessionPolicy | None = None) -> Parts:
     """Every part of a processor (arguments win over settings; see the processor's doc)."""
     every = build_slots(scorers if scorers is not None else scorers_from(settings),
                         sampling or sampling_from(settings.sampling))
@@ -115,7 +136,7 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
         sessions=(lambda: store[0].open_count(), lambda: len(store[0]))  # noqa: PLW0108
         if session_slots else None)
     if session_slots:
-        store.append(SessionStore(sessions or session_policy_from(settings.sessions),
+        store.append(SessionStore(session_policy_from(sessions or settings.sessions),
                                   count_dropped=metrics.dropped_turns,
                                   count_evicted=metrics.evicted))
     if exporter is not None:
@@ -125,33 +146,41 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
     policy = ContentPolicy(settings.reasons, settings.max_reason_chars)
     configured = rubrics_from(settings, rubrics)
     sinks = sinks_from(settings, policy, count=metrics.sink, log_once=log_once)
-    evaluation = Evaluation(
-        counts=counts, metrics=metrics, policy=policy,
+    reader = RunReader(log_once, mapping=mapping, extractor=extractor,
+                       limits=capture_limits or Limits(), rubrics=configured, buffer=buffer,
+                       assemble=settings.assemble_from_trace,
+                       per_agent=selector.selection.per_agent,
+                       steps=any(getattr(slot.scorer, "uses_steps", False) for slot in every)
+                       or any(needs_steps(rubric) for rubric in configured.values()))
+    emission = Emission(
+        counts=counts, metrics=metrics, policy=policy, log_once=log_once, sinks=sinks,
+        enriched=enriched[0] if enriched else None,
         emitter=Emitter(tracer_provider=tracer_provider, logger_provider=logger_provider,
-                        policy=policy, spans=settings.evaluation_spans, events=settings.events),
-        cache=ResultCache(settings.cache_ttl_s, settings.cache_size),
-        timeout_s=settings.evaluation_timeout_s, log_once=log_once, mapping=mapping,
-        extractor=extractor, limits=capture_limits or Limits(),
-        rubrics=configured, buffer=buffer,
-        assemble=settings.assemble_from_trace, enriched=enriched[0] if enriched else None,
-        defer=defer, fuse=settings.fuse_judge_calls,
-        isolated=IsolatedScorers({slot.name: slot.scorer for slot in every
-                                  if getattr(slot.scorer, "kind", "llm") != "code"})
-        if settings.isolation == "process" else None, per_agent=selector.selection.per_agent,
-        steps=any(getattr(slot.scorer, "uses_steps", False) for slot in every)
-        or any(needs_steps(rubric) for rubric in configured.values()), sinks=sinks)
+                        policy=policy, spans=settings.evaluation_spans, events=settings.events))
+    asker = Asker(timeout_s=settings.evaluation_timeout_s, fuse=settings.fuse_judge_calls,
+                  isolated=IsolatedScorers({slot.name: slot.scorer for slot in every
+                                            if getattr(slot.scorer, "kind", "llm") != "code"})
+                  if settings.isolation == "process" else None)
+    evaluation = Evaluation(reader=reader, checker=Checker(ResultCache(
+        settings.cache_ttl_s, settings.cache_size)), asker=asker, emission=emission,
+        buffer=buffer)
+    lane = None
     if store:
-        evaluation.sessions = Sessions(
-            session_slots, store[0], counts, keep_steps=any(
+        lane = SessionLane(
+            session_slots, store[0], counts, evaluation, keep_steps=any(
                 getattr(slot.scorer, "uses_steps", False) for slot in session_slots),
             forward=TurnForwarder(settings.sessions.forward_endpoint)
             if settings.sessions.forward_endpoint else None,
-            rubric_for=evaluation.rubric_for_agent)
-    return Parts(slots=slots, selector=selector,
-                 buffer=buffer, counts=counts, evaluation=evaluation,
-                 enriched=enriched[0] if enriched else None,
+            rubric_for=reader.rubric_for_agent)
+        evaluation.keep_turn = lane.keep_turn
+    return Parts(slots=slots, selector=selector, buffer=buffer, counts=counts,
+                 evaluation=evaluation, enriched=enriched[0] if enriched else None,
                  stripper=ContentStripper(mapping) if settings.exported_content == "strip"
-                 else None, sinks=sinks, sessions=evaluation.sessions)
+                 else None, sinks=sinks, sessions=lane,
+                 timeouts=Timeouts(settings.exit_timeout_s, settings.shutdown_timeout_s,
+                                   settings.interaction_wait_s),
+                 on_demand=OnDemand(selector=selector, slots=slots, evaluation=evaluation,
+                                    counts=counts, sessions=lane))
 
 
 def sinks_from(settings: Settings, policy: ContentPolicy, *, count: Any = None,
@@ -226,13 +255,11 @@ def rubrics_from(settings: Settings, rubrics: Mapping[str, RubricLike] | None
     return {agent: list(parse_rubric(rubric)) for agent, rubric in rubrics.items()}
 
 
-def session_policy_from(settings: SessionSettings) -> SessionPolicy:
-    """The runtime session policy of a settings block."""
-    values = settings.model_dump(exclude={"forward_endpoint"})
-    values["key_attributes"] = tuple(values["key_attributes"])
-    if not values["key_attributes"]:
+def session_policy_from(policy: SessionPolicy) -> SessionPolicy:
+    """A session policy, checked (it needs somewhere to read the key)."""
+    if not policy.key_attributes:
         raise ConfigError("sessions.key_attributes needs at least one attribute name")
-    return SessionPolicy(**values)
+    return policy
 
 
 def sampling_from(settings: SamplingSettings) -> Sampling:
@@ -259,7 +286,7 @@ def judge_from(settings: JudgeSettings) -> JudgeClient:
         temperature=settings.temperature, max_tokens=settings.max_tokens,
         timeout_s=settings.timeout_s, retry=RetryPolicy(max_retries=settings.max_retries),
         structured_output=settings.structured_output, redactor=settings.redact,
-        transport=settings.transport, environment=False)
+        transport=settings.transport)
 
 
 def scorers_from(settings: Settings) -> list[ScorerSpec]:

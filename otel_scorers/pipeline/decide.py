@@ -26,9 +26,8 @@ from otel_scorers.emit.enriched import EnrichedExport
 from otel_scorers.names import Decision, Reason
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.evaluation import Job
-from otel_scorers.pipeline.on_demand import is_own
-from otel_scorers.pipeline.selection import Selector, is_llm_call
-from otel_scorers.pipeline.sessions import Sessions
+from otel_scorers.pipeline.selection import Selector, is_llm_call, is_own
+from otel_scorers.pipeline.sessions import SessionJob, SessionLane
 from otel_scorers.pipeline.slots import Slot
 from otel_scorers.pipeline.unselected import Unselected
 
@@ -60,7 +59,7 @@ class Decider:
     #: keep step spans (tools, retrievals, LLM calls without content) for scorers reading steps
     keep_steps: bool = False
     #: session scoring: each interaction of a sampled session is kept as a turn
-    sessions: Sessions | None = None
+    sessions: SessionLane | None = None
 
     def __post_init__(self) -> None:
         self.names = tuple(slot.name for slot in self.slots)
@@ -237,17 +236,22 @@ class Decider:
         if self.enriched is not None:
             self.enriched.forward(span)
 
-    def dropped(self, job: Job) -> None:
+    def dropped(self, job: Job | SessionJob) -> None:
         """The queue had no room for ``job``: count it, release its span, say so once (a
         session job's turns count as handled: judged again only if the session goes on)."""
+        self._say_full()
+        if isinstance(job, SessionJob):
+            if self.sessions is not None:
+                self.sessions.dropped(job, Reason.QUEUE_FULL)
+            return
         for slot in job.slots:
             self.counts.add(slot.name, Decision.DROPPED, Reason.QUEUE_FULL)
-        if job.session is not None and self.sessions is not None:
-            self.sessions.store.finished(job.session.key, job.session.last_turn)
-        self.log_once("queue_full", "otel-scorers queue is full: runs are dropped unscored "
-                                     "(see the dropped decisions; raise queue_size or "
-                                     "concurrency, or sample less)")
         context = job.span.context
         if self.enriched is not None and context is not None:
             self.enriched.release(context.span_id)
+
+    def _say_full(self) -> None:
+        self.log_once("queue_full", "otel-scorers queue is full: runs are dropped unscored "
+                                     "(see the dropped decisions; raise queue_size or "
+                                     "concurrency, or sample less)")
 

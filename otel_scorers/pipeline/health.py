@@ -15,13 +15,13 @@ import logging
 import time
 import urllib.parse
 from collections import Counter, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from otel_scorers.scorers.result import ScoreResult
 
-__all__ = ["Health", "fix_for"]
+__all__ = ["Health", "fix_for", "report"]
 
 logger = logging.getLogger("otel_scorers.health")
 
@@ -153,3 +153,23 @@ class Health:
                 "last_error": state.last_error,
             }
         return out
+
+
+def report(health: Health, decisions: Mapping[str, Mapping[str, Any]], *, pending: int,
+           sessions: Any = None, turn_records_dropped: int = 0, sinks: Any = None,
+           disabled_because: Sequence[str] = ()) -> dict[str, Any]:
+    """A processor's ``health()``: per scorer its decisions with their reasons
+    (``filtered: {no_content: 3}``, ``error: {auth: 2}``), judge calls, retries, tokens and
+    spend, failures by kind and the last error with its time; ``pending``: runs not decided
+    yet (queued, in flight); ``sessions``: sessions held and not judged yet; the result
+    backends' counts; and why scoring is off, when it is."""
+    out: dict[str, Any] = {"scorers": health.view(decisions), "pending": pending}
+    if sessions is not None:
+        out["sessions"] = sessions.health()
+    if turn_records_dropped:
+        out["turn_records_dropped"] = turn_records_dropped
+    if sinks is not None:
+        out["sinks"] = sinks.totals()
+    if disabled_because:
+        out["disabled_because"] = list(disabled_because)
+    return out

@@ -1,9 +1,9 @@
-"""The processor's direct use, beside the SDK hooks: what offline re-scoring needs.
+"""Judging on demand, beside the SDK hooks: what offline re-scoring needs.
 
-``rescore`` (and anyone judging spans that did not end in this process) asks the processor
-whether a span is selected, what it would capture, and to judge it now, bypassing sampling and
-the queue, with the same capture, scorers, cache, budget and emission as live runs. These
-methods are a mixin of :class:`~otel_scorers.pipeline.processor.ScoringSpanProcessor`.
+``rescore`` (and anyone judging spans that did not end in this process) asks a processor's
+:attr:`~otel_scorers.pipeline.ScoringSpanProcessor.on_demand` whether a span is selected, what
+it would capture, and to judge it now, bypassing sampling and the queue, with the same capture,
+scorers, cache, budget and emission as live runs (and the same for whole sessions).
 """
 
 from __future__ import annotations
@@ -14,34 +14,26 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_scorers import background_loop
-from otel_scorers import names as n
 from otel_scorers.capture import Captured, attribute_dict
 from otel_scorers.capture.pieces import Piece
 from otel_scorers.capture.sessions import DEFAULT_SESSION_KEYS, session_key
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.evaluation import Evaluation, Job
-from otel_scorers.pipeline.selection import Selector, is_llm_call
-from otel_scorers.pipeline.sessions import SessionJob, Sessions, StoredTurn
+from otel_scorers.pipeline.selection import Selector, is_llm_call, is_own
+from otel_scorers.pipeline.sessions import SessionJob, SessionLane, StoredTurn
 from otel_scorers.pipeline.slots import Slot
 from otel_scorers.scorers.result import ScoreResult
 
-__all__ = ["OnDemand", "is_own"]
-
-
-def is_own(span: ReadableSpan) -> bool:
-    """Spans this library emitted (evaluation spans): never selected, never buffered."""
-    scope = span.instrumentation_scope
-    return scope is not None and scope.name == n.SCOPE_NAME
+__all__ = ["OnDemand"]
 
 
 class OnDemand:
-    """Selection, capture and judging of one span on demand (see the module docstring)."""
+    """Selection, capture and judging of one span (or session) now, by a processor's parts."""
 
-    _selector: Selector
-    _slots: tuple[Slot, ...]
-    _evaluation: Evaluation
-    _sessions: Sessions | None
-    counts: DecisionCounts
+    def __init__(self, *, selector: Selector, slots: tuple[Slot, ...], evaluation: Evaluation,
+                 counts: DecisionCounts, sessions: SessionLane | None) -> None:
+        self._selector, self._slots, self._evaluation = selector, slots, evaluation
+        self._counts, self._sessions = counts, sessions
 
     def selects(self, span: ReadableSpan) -> bool:
         """Whether ``span`` is a candidate this processor would consider (selection only:
@@ -84,7 +76,7 @@ class OnDemand:
         """
         slots = self._slots if scorers is None else tuple(
             slot for slot in self._slots if slot.name in scorers)
-        self.counts.select(tuple(slot.name for slot in slots), [])
+        self._counts.select(tuple(slot.name for slot in slots), [])
         return await background_loop.on_loop(
             self._evaluation.run(Job(span, slots, agent=agent), descendants=descendants or [],
                                  nested=nested))
@@ -95,12 +87,12 @@ class OnDemand:
                 ) -> Captured:
         """The run this processor would judge for ``span`` (no judge call, nothing counted);
         ``steps=True`` captures what the agent did even when no scorer reads it."""
-        return self._evaluation.capture(span, descendants=descendants, nested=nested,
-                                        agent=agent, steps=steps)
+        return self._evaluation.reader.capture(span, descendants=descendants, nested=nested,
+                                               agent=agent, steps=steps)
 
     def agent_of(self, span: ReadableSpan) -> str | None:
         """The agent name of ``span`` as capture reads it (the mapping's key first)."""
-        return self._evaluation.agent_of(span)
+        return self._evaluation.reader.agent_of(span)
 
     # -- sessions -------------------------------------------------------------------------
     @property
@@ -109,8 +101,8 @@ class OnDemand:
         return tuple(slot.name for slot in self._sessions.slots) if self._sessions else ()
 
     @property
-    def sessions(self) -> Sessions | None:
-        """Session scoring's parts: the scorers, the store's policy (``None``: no session
+    def sessions(self) -> SessionLane | None:
+        """The session lane: its scorers, the store and its policy (``None``: no session
         scorer)."""
         return self._sessions
 
@@ -127,13 +119,11 @@ class OnDemand:
         agent (session scorers only)."""
         assert self._sessions is not None
         return (self._sessions.turn_of(run, span, agent),
-                self._evaluation.rubric_for_agent(agent))
+                self._evaluation.reader.rubric_for_agent(agent))
 
     async def evaluate_session(self, session: SessionJob) -> list[ScoreResult]:
         """Judge a whole session now with the session scorers it names (counted and emitted
         as live; no sampling, no rate limit)."""
         assert self._sessions is not None
-        slots = tuple(slot for slot in self._sessions.slots if slot.name in session.slots)
-        self.counts.select(tuple(slot.name for slot in slots), [])
-        return await background_loop.on_loop(
-            self._evaluation.run(Job(session.span, slots, session=session)))
+        self._counts.select(tuple(slot.name for slot in session.slots), [])
+        return await background_loop.on_loop(self._sessions.judge(session))

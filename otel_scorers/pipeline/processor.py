@@ -1,18 +1,14 @@
 """``ScoringSpanProcessor``: judge agent runs live inside the OpenTelemetry SDK pipeline.
 
-This module holds the SDK hooks only. ``on_end`` is the hot path and never blocks or raises:
-one set test tells a span that may matter (a possible interaction or a piece of one: handed,
-with its attributes, to the worker's bounded intake) from any other span (passed on, or, while
-something agent-related is in flight, handed over as a parent link), and it returns. The
-worker (:mod:`.worker`) takes the intake in order and the stages of :mod:`.decide` turn it into
-jobs (buffering, selection, interactions, sampling, counting), each judged by an
-:class:`~otel_scorers.pipeline.evaluation.Evaluation` on the library's background loop; the
-parts are built from arguments and settings in :mod:`.build`. Flush, exit, shutdown and fork
-are here too, each with its own care.
-
-Every selected (span, scorer) pair ends in exactly one counted decision (see
-:class:`~otel_scorers.names.Decision`); :meth:`ScoringSpanProcessor.stats` shows them.
-The log side is :mod:`.logs`, judging on demand (offline re-scoring) :mod:`.on_demand`.
+The SDK hooks, flush, exit, shutdown and fork; everything else is a part built in
+:mod:`.build` and only delegated to. ``on_end`` is the hot path and never blocks or raises: one
+set test (the selector's :attr:`~otel_scorers.pipeline.selection.Selector.watched` keys) tells a
+span that may matter (handed, with its attributes, to the worker's bounded intake) from any
+other span (passed on, or, while something agent-related is in flight, handed over as a parent
+link). The worker (:mod:`.worker`) takes the intake in order, :mod:`.decide` turns it into
+jobs, and each is judged in three steps (:mod:`.evaluation`); whole sessions go through the
+session lane (:mod:`.sessions`); judging on demand is :attr:`ScoringSpanProcessor.on_demand`.
+Every selected (span, scorer) pair ends in exactly one counted decision (:meth:`stats`).
 """
 
 from __future__ import annotations
@@ -23,7 +19,6 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,81 +32,53 @@ from typing_extensions import Unpack
 
 from otel_scorers import background_loop
 from otel_scorers.capture import CaptureMapping, Extractor, Limits, attribute_dict
-from otel_scorers.capture.kinds import KIND_KEYS
 from otel_scorers.capture.strip import StripPolicy
-from otel_scorers.capture.trace import CONTENT_KEY_SET
-from otel_scorers.names import Decision, Reason
-from otel_scorers.pipeline import build
-from otel_scorers.pipeline.decide import RESOLVE_ALL, Decider
-from otel_scorers.pipeline.deferral import Deferred
-from otel_scorers.pipeline.evaluation import Job, check_prices
+from otel_scorers.names import Reason
+from otel_scorers.pipeline import build, health
+from otel_scorers.pipeline.flow import Flow
 from otel_scorers.pipeline.logs import ScoringLogProcessor
-from otel_scorers.pipeline.on_demand import OnDemand
 from otel_scorers.pipeline.sampling import Sampling
 from otel_scorers.pipeline.selection import Selection
-from otel_scorers.pipeline.sessions import OpenSession, SessionPolicy
+from otel_scorers.pipeline.sessions import SessionPolicy
 from otel_scorers.pipeline.slots import ScorerSpec, Slot
-from otel_scorers.pipeline.unselected import Unselected
-from otel_scorers.pipeline.worker import Worker
 from otel_scorers.scorers.base import Scorer
-from otel_scorers.scorers.rubric import RubricLike
+from otel_scorers.scorers.criteria import RubricLike
 
 __all__ = ["ScorerSpec", "ScoringSpanProcessor"]
 
 logger = logging.getLogger(__name__)
 
+#: ``on_end``'s mark for a span passed straight on (neither a possible run nor a link)
+_PASS: Mapping[str, Any] = {}
 
 
-class ScoringSpanProcessor(OnDemand, SpanProcessor):
+class ScoringSpanProcessor(SpanProcessor):
     """Scores selected spans in the background and emits the results as OTel telemetry.
 
-    Arguments (all keyword-only but ``scorers``):
-
-    - ``scorers``: scorer objects (or :class:`ScorerSpec` with their own sampling).
-    - ``selection`` / ``sampling``: which spans, and which share of them (defaults: the
-      agent-run and workflow conventions, every trace).
-    - ``capture``: a :class:`CaptureMapping` of your own attribute names, or a callable that
-      reads a run from a span. ``rubrics``: rubric per agent name (``"*"`` for any agent) for
-      rubric scorers without static criteria; an ``otel_scorers.rubric`` span attribute wins.
-    - ``exporter``: enables enriched export (see :mod:`otel_scorers.emit.enriched`).
-    - ``tracer_provider`` / ``meter_provider`` / ``logger_provider``: where evaluation spans,
-      metrics and events go (default: the global providers).
-    - ``capture_limits``: bounds on what capture reads; ``config``: a YAML settings file.
-    - ``sessions``: a :class:`~otel_scorers.pipeline.sessions.SessionPolicy` for the session
-      scorers (where the key is read, when a session is judged, what is held; default: the
-      ``sessions.*`` settings). Session scorers (``level = "session"``: the multi-turn judge,
-      rubric and prompt alignment with ``session=True``) judge each conversation once it goes
-      idle, at exit, and on :meth:`score_sessions`.
-    - every pipeline setting of the settings table (:mod:`otel_scorers.config.params`,
-      docs/configuration.md: ``queue_size``, ``concurrency``, ``reasons``, ``isolation``,
-      ...), typed by :class:`~otel_scorers.config.params.PipelineSettings`; an argument wins
-      over its environment variable and the file.
+    ``scorers`` (or :class:`ScorerSpec` with their own sampling; default: the configured ones);
+    ``selection`` / ``sampling``: which spans, which share; ``capture``: a
+    :class:`CaptureMapping` of your attribute names, or a callable reading a run; ``rubrics``
+    per agent (``"*"``: any; an ``otel_scorers.rubric`` span attribute wins); ``exporter``:
+    enriched export; the providers results go to (default: the global ones);
+    ``capture_limits``; ``config``: a YAML file; ``sessions``: a :class:`SessionPolicy`; and
+    every pipeline setting of docs/configuration.md (:class:`build.PipelineSettings`), an
+    argument winning over its variable and the file.
     """
 
-    def __init__(
-        self,
-        scorers: Sequence[Scorer | ScorerSpec] | None = None,
-        *,
-        selection: Selection | None = None,
-        sampling: Sampling | None = None,
-        capture: CaptureMapping | Extractor | None = None,
-        rubrics: Mapping[str, RubricLike] | None = None,
-        exporter: SpanExporter | None = None,
-        tracer_provider: TracerProvider | None = None,
-        meter_provider: MeterProvider | None = None,
-        logger_provider: LoggerProvider | None = None,
-        capture_limits: Limits | None = None,
-        config: str | Path | None = None,
-        sessions: SessionPolicy | None = None,
-        **pipeline: Unpack[build.PipelineSettings],
-    ) -> None:
+    def __init__(self, scorers: Sequence[Scorer | ScorerSpec] | None = None, *,
+                 selection: Selection | None = None, sampling: Sampling | None = None,
+                 capture: CaptureMapping | Extractor | None = None,
+                 rubrics: Mapping[str, RubricLike] | None = None,
+                 exporter: SpanExporter | None = None,
+                 tracer_provider: TracerProvider | None = None,
+                 meter_provider: MeterProvider | None = None,
+                 logger_provider: LoggerProvider | None = None,
+                 capture_limits: Limits | None = None, config: str | Path | None = None,
+                 sessions: SessionPolicy | None = None,
+                 **pipeline: Unpack[build.PipelineSettings]) -> None:
         settings, problems = build.resolve_settings(pipeline, config)
-        self.settings = settings
-        #: Why scoring is off (bad ``OTEL_SCORERS_*`` variables), or empty.
-        self.disabled_because = problems
-        if problems:
-            logger.error("otel-scorers: scoring is disabled: %s", "; ".join(problems))
-            self.on_end = self._pass_on  # type: ignore[method-assign]
+        #: The resolved settings; ``disabled_because``: why scoring is off (bad variables).
+        self.settings, self.disabled_because = settings, problems
         self._errors_logged: set[str] = set()
         parts = build.parts_from(
             settings, scorers=scorers, selection=selection, sampling=sampling,
@@ -119,51 +86,26 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
             tracer_provider=tracer_provider, meter_provider=meter_provider,
             logger_provider=logger_provider, capture_limits=capture_limits,
             log_once=self._log_once, queue_depth=lambda: self._worker.depth,
-            defer=self._defer, sessions=sessions)
-        self._assemble(parts, settings)
-        self._shutdown = False
-        self._shutdown_lock = threading.Lock()
-        #: turn records received with no session scorer to keep them (dropped)
-        self.turn_records_dropped = 0
-        self._register()
-
-    def _assemble(self, parts: build.Parts, settings: build.Settings) -> None:
-        """The parts in place: the worker, its decisions, the hot path's first test."""
-        self._slots, self._selector, self._buffer = parts.slots, parts.selector, parts.buffer
-        self._evaluation, self._enriched = parts.evaluation, parts.enriched
-        self._sinks = parts.sinks
-        self._sessions = parts.sessions
-        self._stripper, self.counts = parts.stripper, parts.counts
-        self._deferred = Deferred(settings.log_wait_s, settings.queue_size)
-        self._log_side: ScoringLogProcessor | None = None
-        self._decider = Decider(parts.selector, parts.buffer, parts.slots, parts.counts,
-                                parts.enriched, self._log_once,
-                                log_side=lambda: self._log_side is not None,
-                                unselected=Unselected(), keep_steps=parts.evaluation.steps,
-                                sessions=parts.sessions)
-        self._worker: Worker[Job] = Worker(self._evaluation.run, queue_size=settings.queue_size,
-                                           concurrency=settings.concurrency,
-                                           periodic=self._periodic, admit=self._decider.decide,
-                                           rejected=self._decider.dropped)
-        self._forward = self._decider.forward
-        self._per_agent = self._selector.selection.per_agent
-        keys = self._selector.could_match_keys
-        #: on_end's first test: a span with none of these keys is neither a possible run nor
-        #: a piece of one (``None``: any span may be a run, by name pattern or predicate);
-        #: tests/pipeline/test_shortcuts.py proves it a necessary condition
-        self._watched = None if keys is None else keys | CONTENT_KEY_SET | KIND_KEYS
-
-    def _register(self) -> None:
-        """Fresh workers in forked children, pending evaluations at exit, shutdown before the
-        loop stops; and, with a cost budget, a check of the judges' prices."""
+            sessions=sessions)
+        self._parts, self._buffer, self.counts = parts, parts.buffer, parts.counts
+        self._slots, self._sessions, self._timeouts = parts.slots, parts.sessions, parts.timeouts
+        self._enriched, self._stripper = parts.enriched, parts.stripper
+        #: Judging on demand, beside the SDK hooks (``rescore``): :class:`.on_demand.OnDemand`.
+        self.on_demand = parts.on_demand
+        self._shutdown, self._shutdown_lock = False, threading.Lock()
+        self._flow = Flow(parts, queue_size=settings.queue_size,
+                          concurrency=settings.concurrency, log_wait_s=settings.log_wait_s,
+                          log_once=self._log_once, stopped=lambda: self._shutdown)
+        self._worker, self._forward = self._flow.worker, self._flow.decider.forward
+        self._watched = parts.selector.watched
+        if problems:  # scoring off: every span goes on (to enriched export, if any)
+            logger.error("otel-scorers: scoring is disabled: %s", "; ".join(problems))
+            self.on_end = self._forward  # type: ignore[method-assign]
         if hasattr(os, "register_at_fork"):
             ref = weakref.ref(self)
             os.register_at_fork(after_in_child=lambda: _after_fork(ref))
         background_loop.at_main_thread_exit(self._at_exit)
         background_loop.before_exit(self.shutdown)
-        if any(slot.sampler.budget is not None and slot.sampler.budget.max_cost is not None
-               for slot in self._slots):
-            background_loop.submit(check_prices(self._slots, self._log_once))
 
     @property
     def scorers(self) -> tuple[Scorer, ...]:
@@ -171,8 +113,8 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
 
     @property
     def strip_policy(self) -> StripPolicy | None:
-        """What ``exported_content: strip`` removes (``None`` when content is kept); the
-        gateway strips what it forwards by the same policy."""
+        """What ``exported_content: strip`` removes (``None``: content is kept); the gateway
+        strips what it forwards by the same policy."""
         return self._stripper.policy if self._stripper is not None else None
 
     @property
@@ -190,35 +132,25 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
         return {slot.name: self.counts.totals(slot.name) for slot in self._all_slots()}
 
     def health(self) -> dict[str, Any]:
-        """Per scorer: decisions with their reasons (``filtered: {no_content: 3}``, ``error:
-        {auth: 2}``), judge calls, retries, tokens and spend, failures by kind and the last
-        error with its time; ``pending``: runs not decided yet (queued, in flight);
-        ``sessions``: sessions held and not judged yet."""
-        decisions = {slot.name: self.counts.by_reason(slot.name) for slot in self._all_slots()}
-        view = self._evaluation.health.view(decisions)
-        sessions = self._sessions
-        return {"scorers": view, "pending": self._worker.depth + self._worker.inflight,
-                **({"sessions": {"open": sessions.store.open_count(),
-                                 "held": len(sessions.store),
-                                 **({"invalid_records": sessions.invalid_records}
-                                    if sessions.invalid_records else {})}}
-                   if sessions is not None else {}),
-                **({"turn_records_dropped": self.turn_records_dropped}
-                   if self.turn_records_dropped else {}),
-                **({"sinks": self._sinks.totals()} if self._sinks is not None else {}),
-                **({"disabled_because": self.disabled_because}
-                   if self.disabled_because else {})}
+        """Per scorer its decisions with their reasons, judge calls, tokens, spend, failures
+        by kind and the last error; runs pending, sessions held, sinks (:mod:`.health`)."""
+        return health.report(
+            self._parts.evaluation.emission.health,
+            {slot.name: self.counts.by_reason(slot.name) for slot in self._all_slots()},
+            pending=self._worker.depth + self._worker.inflight, sessions=self._sessions,
+            turn_records_dropped=self._flow.turn_records_dropped, sinks=self._parts.sinks,
+            disabled_because=self.disabled_because)
 
     def log_processor(self) -> ScoringLogProcessor:
-        """The log side of this processor, to register on the ``LoggerProvider`` (first, before
-        any exporting processor): it reads GenAI content from log records (``EVENT_ONLY``
-        instrumentations) and strips it with ``exported_content: strip``.
-        :func:`otel_scorers.install` registers both sides."""
-        if self._log_side is None:
-            self._log_side = ScoringLogProcessor(
-                buffer=self._buffer, deferred=self._deferred, stripper=self._stripper,
-                stopped=lambda: self._shutdown or bool(self.disabled_because))
-        return self._log_side
+        """The log side, to register first on the ``LoggerProvider``: GenAI content from log
+        records (``EVENT_ONLY``), stripped with ``exported_content: strip`` (``install()``
+        registers both sides)."""
+        return self._flow.log_processor(lambda: self._shutdown or bool(self.disabled_because))
+
+    def observe_record(self, record: Any) -> None:
+        """A log record with possible GenAI content from elsewhere than a LoggerProvider (the
+        gateway's decoded OTLP records), as the log side would see it."""
+        self.log_processor().observe(record)
 
     # -- the hot path -----------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -234,22 +166,24 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
             if watched is None or not watched.isdisjoint(attrs):
                 # a candidate, a piece of an interaction, or a span a name pattern or a
                 # predicate may select: the worker sorts it out, in the order spans ended
-                self._offer(span, attrs)
-                return
-            # The common case: any other span. While something agent-related is in flight it
-            # may be a parent link that trace assembly needs, or the local root whose end lets
-            # the worker decide its trace's interactions; otherwise it is passed on at once.
-            # This library's own spans take this path too, harmlessly.
-            worker = self._worker
-            if worker.has_intake or self._buffer.traces:
+                link: Mapping[str, Any] | None = attrs
+            elif self._worker.intake or self._buffer.traces:
+                # any other span, while something agent-related is in flight: a parent link
+                # trace assembly may need, or the local root whose end decides its trace
                 context = span.context
-                if context is not None and (worker.has_intake
-                                            or context.trace_id in self._buffer.traces):
-                    if self._stripper is not None:
-                        self._stripper.strip_if_content(span, attrs)
-                    if not worker.offer((span, None)):
-                        self._decide_now(span, None)
-                    return
+                if context is None or (not self._worker.intake
+                                       and context.trace_id not in self._buffer.traces):
+                    link = _PASS
+                else:
+                    link = None
+            else:
+                link = _PASS
+            if link is not _PASS:
+                if self._stripper is not None:  # only stripping cannot wait for the worker
+                    self._stripper.strip_if_content(span, attrs)  # attrs stays whole
+                if not self._worker.offer((span, link)):
+                    self._flow.decide_now(span, link)
+                return
             if self._stripper is not None:
                 self._stripper.strip_if_content(span, attrs)
             if self._enriched is not None:
@@ -259,222 +193,58 @@ class ScoringSpanProcessor(OnDemand, SpanProcessor):
                                      "unscored")
             self._forward(span)
 
-    def _offer(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
-        """Hand a span to the worker; only stripping cannot wait for it."""
-        if self._stripper is not None:
-            self._stripper.strip_if_content(span, attrs)  # attrs stays whole for capture
-        if not self._worker.offer((span, attrs)):
-            self._decide_now(span, attrs)
-
-    def _decide_now(self, span: ReadableSpan, attrs: Mapping[str, Any] | None) -> None:
-        """The intake was full or the worker stopped: decide on the calling thread."""
-        if self._shutdown:
-            self._forward(span)
-            return
-        self._submit(self._decider.decide((span, attrs)))
-
-    def _submit(self, jobs: Sequence[Job]) -> None:
-        for job in jobs:
-            if not self._worker.submit(job):
-                self._decider.dropped(job)
-
-    def _pass_on(self, span: ReadableSpan) -> None:
-        """``on_end`` with scoring off: the span goes on to enriched export, if any."""
-        if self._enriched is not None:
-            self._enriched.forward(span)
-
-    # -- the log side -----------------------------------------------------------------------
-    def observe_record(self, record: Any) -> None:
-        """A log record with possible GenAI content, from elsewhere than a ``LoggerProvider``
-        (the gateway's decoded OTLP records): as :class:`ScoringLogProcessor` would see it."""
-        self.log_processor().observe(record)
-
-    def _defer(self, job: Job) -> bool:
-        return self._log_side is not None and not self._shutdown and self._deferred.add(job)
-
-    def _resubmit(self, jobs: Sequence[Job]) -> None:
-        for job in jobs:
-            again = replace(job, attempt=job.attempt + 1)
-            if not self._worker.submit(again):
-                self._decider.dropped(again)
-
-    # -- sessions -------------------------------------------------------------------------
+    # -- sessions ---------------------------------------------------------------------------
     def score_sessions(self, key: str | None = None, timeout_millis: int = 30_000) -> bool:
-        """Judge every session with turns not judged yet now (``key``: that one), without
-        waiting for it to go idle: the interactions seen so far are decided first, so their
-        turns are in. ``True`` when every evaluation finished within the timeout. A session
-        that goes on is judged again, whole, when it next goes idle."""
-        if self._sessions is None:
-            return True
-        deadline = time.monotonic() + timeout_millis / 1000.0
-        if not self._settle(deadline):
-            return False
-        self._judge_sessions(self._sessions.store.take(key))
-        return self._settle(deadline)
+        """Judge every session with turns not judged yet now (``key``: that one), the
+        interactions seen so far decided first; ``True`` when every evaluation finished within
+        the timeout. A session that goes on is judged again, whole, when it next goes idle."""
+        return self._flow.score_sessions(key, time.monotonic() + timeout_millis / 1000.0)
 
     def receive_turns(self, records: Sequence[Any]) -> None:
-        """Turn records sent by a gateway of the fleet (records with ``attributes``,
-        ``body``, ``trace_id`` and ``span_id``): each is kept as the next turn of its session,
-        when sampled here. Without a session scorer they are dropped, counted, and said
-        once: they carry content, and are never forwarded."""
-        sessions = self._sessions
-        if sessions is None:
-            self.turn_records_dropped += len(records)
-            self._log_once("turns", "otel-scorers: turn records of a session fleet arrived, "
-                           "but no session scorer is configured here: they were dropped. To "
-                           "fix: configure the same scorers on every gateway of the fleet")
-            return
-        self._worker.start()  # its periodic pass judges the sessions that go idle
-        for record in records:
-            if not sessions.receive(record.attributes, record.body, record.trace_id,
-                                    record.span_id):
-                self._log_once("turn_invalid", "otel-scorers: a turn record could not be "
-                               "read (no session key, or no answer): it was dropped (counted "
-                               "in health()['sessions']['invalid_records'])")
+        """Turn records of a gateway fleet (``attributes``, ``body``, ``trace_id``,
+        ``span_id``): each kept as the next turn of its session when sampled here; without a
+        session scorer dropped, counted and said once (they carry content: never forwarded)."""
+        self._flow.receive_turns(records)
 
-    def _judge_sessions(self, due: Sequence[tuple[OpenSession, str]]) -> None:
-        sessions = self._sessions
-        if sessions is None or not due:
-            return
-        by_name = {slot.name: slot for slot in sessions.slots}
-        for session in sessions.jobs(due):
-            job = Job(session.span, tuple(by_name[name] for name in session.slots),
-                      session=session)
-            if not self._worker.submit(job):
-                self._decider.dropped(job)
-
-    # -- housekeeping ---------------------------------------------------------------------
-    def _periodic(self) -> None:
-        if not self._per_agent:
-            self._submit(self._decider.resolve_all(
-                time.monotonic() - self.settings.interaction_wait_s))
-        if self._sessions is not None:
-            self._judge_sessions(self._sessions.store.due())
-        self._buffer.sweep()
-        for pending in self._buffer.take_evicted():
-            self._decider.lost(pending)
-        if self._enriched is not None:
-            self._enriched.sweep()
-        if len(self._deferred):
-            self._resubmit(self._deferred.due())
-
+    # -- housekeeping -----------------------------------------------------------------------
     def _log_once(self, key: str, message: str) -> None:
-        if key in self._errors_logged:
-            return
-        self._errors_logged.add(key)
-        logger.warning(message, exc_info=key in ("on_end", "capture") or key.startswith("score:"))
-
+        if key not in self._errors_logged:
+            self._errors_logged.add(key)
+            logger.warning(message, exc_info=key in ("on_end", "capture")
+                           or key.startswith("score:"))
 
     # -- flush, exit and shutdown -----------------------------------------------------------
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Decide every run seen so far and wait for its evaluations (and export enriched
-        spans) within the timeout; ``True`` only when every run has its decision. Interactions
-        whose trace is still open are decided with what has ended; runs waiting for log
-        records are decided now (in one process, the records came already)."""
+        spans) within the timeout; ``True`` only when every run has its decision."""
         deadline = time.monotonic() + timeout_millis / 1000.0
-        done = self._settle(deadline)
-        self._decider.warn_unselected()
-        if self._enriched is not None:
-            remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
-            done = self._enriched.force_flush(remaining_ms) and done
-        if self._sinks is not None:  # the results written where they go (Phoenix)
-            done = self._sinks.flush(deadline - time.monotonic()) and done
-        return done
-
-    def _settle(self, deadline: float) -> bool:
-        """Every trace decided, every evaluation done (a run set aside for its log records
-        comes back at once), before ``deadline``; ``False`` if it passed first."""
-        self._decide_all()
-        while True:
-            self._resubmit(self._deferred.take_all())
-            if not self._worker.flush(max(0.0, deadline - time.monotonic())):
-                return False
-            if not len(self._deferred):
-                return True
-
-    def _decide_all(self) -> None:
-        """Have the worker decide every waiting trace, after the spans already offered."""
-        if self._per_agent or self._shutdown:
-            return
-        if not self._worker.offer(RESOLVE_ALL):
-            self._submit(self._decider.resolve_all())
+        done = self._flow.settle(deadline)
+        self._flow.decider.warn_unselected()
+        return self._flow.flush_out(deadline) and done
 
     def _at_exit(self) -> None:
-        """The main thread finished: let pending evaluations finish within ``exit_timeout_s``
-        (before the SDK's providers shut down), and drop and count what is left."""
-        if self._shutdown:
-            return
-        deadline = time.monotonic() + self.settings.exit_timeout_s
-        settled = self._settle(deadline)
-        if self._sessions is not None:  # conversations end with the process (what the
-            # deadline leaves no time for is dropped and counted below, with the rest)
-            self._judge_sessions(self._sessions.store.take(trigger="exit"))
-            settled = self._settle(deadline) and settled
-            if self._sessions.forward is not None:  # the turns on their way to the fleet
-                self._sessions.forward.flush(deadline - time.monotonic())
-        self._decider.warn_unselected()
-        if self._sinks is not None:
-            self._sinks.close(deadline - time.monotonic())
-        if settled:
-            return
-        before = self.counts.count(Decision.DROPPED, Reason.EXIT)
-        self._evaluation.cancel_reason = Reason.EXIT
-        for job in self._worker.stop(0.0):
-            for slot in job.slots:
-                self.counts.add(slot.name, Decision.DROPPED, Reason.EXIT)
-                self._evaluation.release(job.span, {})
-        cut = self.counts.count(Decision.DROPPED, Reason.EXIT) - before
-        logger.warning("otel-scorers: %d evaluation(s) were still pending when exit_timeout_s="
-                       "%gs ran out at exit; they were dropped (counted as dropped, reason "
-                       "exit)", cut, self.settings.exit_timeout_s)
+        """The main thread finished: pending evaluations (and sessions, which end with the
+        process) finish within ``exit_timeout_s``, before the SDK's providers shut down; what
+        is left is dropped, counted and said."""
+        if not self._shutdown and not self._flow.exit(
+                time.monotonic() + self._timeouts.exit_s):
+            self._flow.stop(0.0, Reason.EXIT)
 
     def shutdown(self) -> None:
         """Stop taking spans, drain queued evaluations (bounded), export everything held."""
         with self._shutdown_lock:
             if self._shutdown:
                 return
-            self._decide_all()
-            self._resubmit(self._deferred.take_all())
-            if self._sessions is not None:
-                self._worker.flush(self.settings.shutdown_timeout_s / 2)  # the last turns in
-                self._judge_sessions(self._sessions.store.take(trigger="shutdown"))
+            self._flow.last_turns(self._timeouts.shutdown_s / 2)
             self._shutdown = True
-        abandoned = self._worker.stop(self.settings.shutdown_timeout_s)
-        for job in abandoned:
-            for slot in job.slots:
-                self.counts.add(slot.name, Decision.DROPPED, Reason.SHUTDOWN)
-        if self._enriched is not None:
-            self._enriched.release_all(Reason.SHUTDOWN)
-            self._enriched.shutdown()
-        if self._sinks is not None:
-            self._sinks.close(self.settings.shutdown_timeout_s)
-        if self._sessions is not None and self._sessions.forward is not None:
-            self._sessions.forward.shutdown()
-        if self._evaluation.isolated is not None:
-            try:
-                background_loop.submit(self._evaluation.close()).result(timeout=10.0)
-            except Exception:  # the loop is gone at exit: the child sees EOF and ends
-                logger.debug("otel-scorers: judging process not closed", exc_info=True)
+        self._flow.stop(self._timeouts.shutdown_s, Reason.SHUTDOWN)
+        self._flow.close(self._timeouts.shutdown_s)
 
     def _after_fork(self) -> None:
-        """In a forked child (gunicorn, celery): every lock is new (one held by a parent's
-        thread at fork time would never be released here) and the parent's buffered
-        content, counts, cache, waiting runs and held spans are dropped; workers start afresh
-        on the first run."""
+        """In a forked child (gunicorn, celery): every lock is new and the parent's buffered
+        content, counts, cache, waiting runs and held spans are dropped."""
         self._shutdown_lock = threading.Lock()
-        self._worker.reset_after_fork()
-        self._buffer.reset_after_fork()
-        self.counts.reset_after_fork()
-        self._deferred.reset_after_fork()
-        self._evaluation.reset_after_fork()
-        if self._enriched is not None:
-            self._enriched.reset_after_fork()
-        if self._sinks is not None:
-            self._sinks.reset_after_fork()
-        if self._sessions is not None:
-            self._sessions.reset_after_fork()
-        for slot in self._all_slots():
-            slot.sampler.reset_after_fork()
+        self._flow.reset_after_fork()
 
 
 def _after_fork(ref: weakref.ReferenceType[ScoringSpanProcessor]) -> None:

@@ -7,8 +7,8 @@ them or by none). Error spans and chosen attribute values can get their own, hig
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -17,7 +17,9 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
+from pydantic import ValidationError
 
+from otel_scorers.config.settings import SamplingSettings
 from otel_scorers.errors import ConfigError
 
 __all__ = ["Boost", "HourlyBudget", "RateLimiter", "Sampler", "Sampling", "trace_fraction"]
@@ -66,19 +68,20 @@ class Sampling:
     salt: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("ratio", "error_ratio"):
-            value = getattr(self, name)
-            if value is not None and not (isinstance(value, int | float)
-                                          and 0.0 <= value <= 1.0):
-                raise ConfigError(f"sampling {name} must be within [0, 1], got {value!r}")
-        for boost in self.boosts:
-            if not isinstance(boost, Boost) or not 0.0 <= boost.ratio <= 1.0:
-                raise ConfigError(f"invalid sampling boost {boost!r}")
-        for name in ("rate_limit", "budget_tokens_per_hour", "budget_cost_per_hour"):
-            value = getattr(self, name)
-            if value is not None and not (isinstance(value, int | float) and value > 0
-                                          and math.isfinite(value)):
-                raise ConfigError(f"sampling {name} must be a positive number, got {value!r}")
+        """Checked by the settings model of the same fields (:class:`SamplingSettings`: one
+        place for the bounds); a bad value is a :class:`ConfigError` naming it."""
+        if not all(isinstance(boost, Boost) for boost in self.boosts):
+            raise ConfigError(f"sampling boosts are Boost(attribute, value, ratio), got "
+                              f"{list(self.boosts)!r}")
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values["boosts"] = [dataclasses.asdict(boost) for boost in self.boosts]
+        try:
+            SamplingSettings.model_validate(values, strict=False)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise ConfigError(f"sampling {where}: {first['msg']}, got "
+                              f"{first.get('input')!r}") from None
 
     def ratio_for(self, span: ReadableSpan) -> float:
         if self.boosts:

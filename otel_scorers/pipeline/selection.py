@@ -22,12 +22,14 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from otel_scorers import names as n
 from otel_scorers.capture import agent_name
 from otel_scorers.capture.conventions import AGENT_NAME_KEYS
 from otel_scorers.capture.kinds import AGENT, CHAIN, KIND_KEYS, LLM, span_kind
+from otel_scorers.capture.trace import CONTENT_KEY_SET
 from otel_scorers.errors import ConfigError
 
-__all__ = ["Selection", "Selector", "is_llm_call"]
+__all__ = ["Selection", "Selector", "is_llm_call", "is_own"]
 
 _LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _CONVENTION_KEYS = ("gen_ai.operation.name", "openinference.span.kind", "traceloop.span.kind",
@@ -50,6 +52,12 @@ class Selection:
 
 def _anything(_attrs: Mapping[str, Any], _kind: str | None) -> bool:
     return True
+
+
+def is_own(span: ReadableSpan) -> bool:
+    """Spans this library emitted (evaluation spans): never selected, never buffered."""
+    scope = span.instrumentation_scope
+    return scope is not None and scope.name == n.SCOPE_NAME
 
 
 def is_llm_call(attrs: Mapping[str, Any]) -> bool:
@@ -112,6 +120,12 @@ class Selector:
             self.could_match = lambda _attrs, kind: kind in kinds
         else:
             self.could_match = lambda attrs, _kind: not keys.isdisjoint(attrs)
+        #: ``on_end``'s first test: a span with none of these keys is neither a possible run
+        #: nor a piece of one (``None``: any span may be a run, by name pattern or
+        #: predicate); tests/pipeline/test_shortcuts.py proves it a necessary condition
+        self.watched: frozenset[str] | None = (
+            None if self.could_match_keys is None
+            else self.could_match_keys | CONTENT_KEY_SET | KIND_KEYS)
 
     def kind_of(self, span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> str | None:
         """What ``span`` is a candidate as (``agent``, ``chain`` or ``llm``), or ``None``. A

@@ -60,7 +60,10 @@ class Worker(Generic[T]):
 
     def _reset(self) -> None:
         self._queue: deque[T] = deque()
-        self._intake: deque[Any] = deque()
+        #: the items offered and not admitted yet (read on the hot path: its truth is
+        #: whether any wait; the same deque for the worker's lifetime in a process)
+        self.intake: deque[Any] = deque()
+        self._intake = self.intake
         self._drained_at = 0.0
         self._inflight = 0
         self._sleeping = False

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.sdk.trace import ReadableSpan
+
 from otel_scorers import background_loop
 from otel_scorers.pipeline.processor import ScoringSpanProcessor
 from otel_scorers.pipeline.sessions import SessionJob
@@ -80,7 +82,7 @@ class Rescorer:
         self.include_run = include_run
         self.concurrency = max(1, concurrency)
         self.window = window
-        self.session_names = set(processor.session_scorers)
+        self.session_names = set(processor.on_demand.session_scorers)
         self.names = [name for name in (str(getattr(s, "name", "")) for s in processor.scorers)
                       if name not in self.session_names]
 
@@ -219,17 +221,18 @@ class _Pass:
     async def run(self, ref: RunRef, names: list[str]) -> None:
         """Judge ``ref`` with the turn scorers ``names``; keep it as a turn of its session."""
         processor, sessions = self.rescorer.processor, self.sessions
-        results = await processor.evaluate(
+        results = await processor.on_demand.evaluate(
             ref.span, descendants=ref.descendants, nested=ref.nested, scorers=names,
             agent=ref.agent) if names else []
-        agent = processor.agent_of(ref.span) or ref.agent
+        agent = processor.on_demand.agent_of(ref.span) or ref.agent
         if names and not results:
             self.plan.outcome["not_captured"] += 1
         turn = sessions is not None and ref.session is not None
         run = None
         if (results and self.rescorer.include_run) or turn:
-            run = processor.capture(ref.span, descendants=ref.descendants, nested=ref.nested,
-                                    agent=ref.agent, steps=True).run
+            run = processor.on_demand.capture(ref.span, descendants=ref.descendants,
+                                              nested=ref.nested, agent=ref.agent,
+                                              steps=True).run
         if turn and sessions is not None:
             if run is not None:
                 sessions.add(ref, run, agent)
@@ -245,10 +248,10 @@ class _Pass:
         if self.sessions is None or self.failed:
             return
         for job in self.sessions.due(final=final):
-            ref = RunRef(job.span)
-            if all((ref.trace_id, ref.span_id, name) in self.done for name in job.slots):
+            ref = RunRef(ReadableSpan(name=job.span_name, context=job.context))  # its last turn
+            if all((ref.trace_id, ref.span_id, slot.name) in self.done for slot in job.slots):
                 continue
             self.plan.sessions += 1
-            if not self.write(ref, await self.rescorer.processor.evaluate_session(job),
+            if not self.write(ref, await self.rescorer.processor.on_demand.evaluate_session(job),
                               job.agent, None, job):
                 return

@@ -75,14 +75,14 @@ def estimate(processor: ScoringSpanProcessor, runs: Iterable[RunRef]) -> DryRunE
 
     litellm = load_litellm()
     result = DryRunEstimate()
-    sessions = FileSessions(processor) if processor.session_scorers else None
+    sessions = FileSessions(processor) if processor.on_demand.session_scorers else None
     by_name = {str(getattr(scorer, "name", "")): scorer for scorer in processor.scorers}
     turn_scorers = [scorer for name, scorer in by_name.items()
-                    if name not in processor.session_scorers]
+                    if name not in processor.on_demand.session_scorers]
     for ref in runs:
         result.runs += 1
-        captured = processor.capture(ref.span, descendants=ref.descendants, nested=ref.nested,
-                                     agent=ref.agent)
+        captured = processor.on_demand.capture(ref.span, descendants=ref.descendants,
+                                               nested=ref.nested, agent=ref.agent)
         agent = captured.agent or "(unnamed)"
         result.by_agent[agent] = result.by_agent.get(agent, 0) + 1
         if len(result.first_runs) < 20:
@@ -100,10 +100,10 @@ def estimate(processor: ScoringSpanProcessor, runs: Iterable[RunRef]) -> DryRunE
                 _add_call(result, litellm, scorer, client, captured.run, agent)
     for job in sessions.due(final=True) if sessions is not None else ():
         result.sessions += 1
-        for name in job.slots:
-            client = getattr(by_name[name], "judge", None)
+        for slot in job.slots:
+            client = getattr(slot.scorer, "judge", None)
             if isinstance(client, JudgeClient):
-                _add_call(result, litellm, by_name[name], client, job.run,
+                _add_call(result, litellm, slot.scorer, client, job.run,
                           job.agent or "(unnamed)")
     _no_rubric_hint(result)
     return result

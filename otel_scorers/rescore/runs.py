@@ -104,7 +104,7 @@ class RunStream:
         trace.last = record
         trace.parents[context.span_id] = span.parent.span_id if span.parent else None
         attrs = attribute_dict(span)
-        kind = self.processor.candidate_kind(span)
+        kind = self.processor.on_demand.candidate_kind(span)
         if kind is not None:
             trace.selected.append(Candidate(span, attrs, kind))
             if kind != LLM:
@@ -145,13 +145,13 @@ class RunStream:
                ) -> Iterator[tuple[ReadableSpan, str | None, bool, str | None]]:
         """The spans to judge: every agent span (per-agent), else the interactions; each
         with its agent, whether it owns its nested agents' pieces, and its session key."""
-        key_of = self.processor.session_key_of
-        if self.processor.per_agent:
+        key_of = self.processor.on_demand.session_key_of
+        if self.processor.on_demand.per_agent:
             for candidate in trace.selected:
                 yield candidate.span, None, False, key_of([candidate.attributes])
             return
         interactions, _ = resolve(trace.selected, trace.parents, trace.llm)
         for interaction in interactions:
-            if self.processor.keeps(interaction.agents):
+            if self.processor.on_demand.keeps(interaction.agents):
                 yield (interaction.root.span, interaction.agent, True,
                        key_of([c.attributes for c in (interaction.root, *interaction.inner)]))

@@ -10,10 +10,10 @@ later turn of it starts it afresh (the result lines say which turns each judgeme
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from otel_scorers.pipeline.processor import ScoringSpanProcessor
-from otel_scorers.pipeline.sessions import SessionJob, SessionStore, job_of
+from otel_scorers.pipeline.sessions import SessionJob, SessionStore
+from otel_scorers.pipeline.sessions.lane import job_of
 from otel_scorers.rescore.runs import RunRef
 from otel_scorers.scorers.run import ScorerRun
 
@@ -24,14 +24,15 @@ class FileSessions:
     """The sessions of the runs read from files, for one processor's session scorers."""
 
     def __init__(self, processor: ScoringSpanProcessor) -> None:
-        sessions = processor.sessions
+        self.on_demand = processor.on_demand
+        sessions = self.on_demand.sessions
         assert sessions is not None
-        self.processor = processor
-        self.names = processor.session_scorers
+        self.slots = sessions.slots
+        self.names = tuple(slot.name for slot in self.slots)
         self.dropped_turns = 0
         self.evicted = 0
         self.store = SessionStore(
-            replace(sessions.store.policy, idle_s=math.inf, keep_s=math.inf),
+            sessions.store.policy.model_copy(update={"idle_s": math.inf, "keep_s": math.inf}),
             count_dropped=self._dropped, count_evicted=self._evicted)
 
     def _dropped(self, _reason: str, count: int) -> None:
@@ -43,7 +44,7 @@ class FileSessions:
     def add(self, ref: RunRef, run: ScorerRun, agent: str | None) -> None:
         """The captured run of ``ref`` (an interaction of session ``ref.session``)."""
         assert ref.session is not None
-        turn, rubric = self.processor.session_turn(run, ref.span, agent)
+        turn, rubric = self.on_demand.session_turn(run, ref.span, agent)
         self.store.add(ref.session, self.names, turn, system=run.system_prompt, agent=agent,
                        rubric=rubric)
 
@@ -57,6 +58,6 @@ class FileSessions:
         jobs = []
         for session, trigger in taken:
             if session.turns:
-                jobs.append(job_of(session, self.names, trigger))
+                jobs.append(job_of(session, self.slots, trigger))
             self.store.finished(session.key, session.count)
         return jobs

@@ -1,18 +1,11 @@
 """The prompt-alignment scorer (seed: Mastra ``createPromptAlignmentScorerLLM``).
 
-Four dimensions, each scored 0..1 by the judge, weighted exactly as the seed documents:
-
-=========  ======  ============  ============  ===============
-mode       intent  requirements  completeness  appropriateness
-=========  ======  ============  ============  ===============
-user       0.40    0.30          0.20          0.10
-system     0.35    0.35          0.15          0.15
-=========  ======  ============  ============  ===============
-
-``both`` (the default) is ``0.7 × user-weighted user dimensions + 0.3 × system-weighted system
-dimensions``. Upstream reuses the user score for the system part; here the judge assesses system
-compliance for real, in the same single call. The final score is ``weighted × scale``, rounded
-half-up to two decimals, computed in decimal arithmetic so 0.985 rounds to 0.99.
+Four dimensions, each scored 0..1 by the judge, weighted exactly as the seed documents (the
+table is in :mod:`otel_scorers.scorers.dimensions`); ``both`` (the default) weighs the user
+side 0.7 and the system side 0.3. Upstream reuses the user score for the system part; here the
+judge assesses system compliance for real, in the same single call. The final score is
+``weighted × scale``, rounded half-up to two decimals, computed in decimal arithmetic so 0.985
+rounds to 0.99.
 
 ``analyzeStepResult`` has the seed's shape. In ``system`` mode its dimensions are the system
 ones. In ``both`` mode they are the user ones and the system dimensions are in one extra object,
@@ -31,7 +24,7 @@ from otel_scorers.judge.client import JudgeClient, Judgement, JudgeRequest
 from otel_scorers.registry import Flag, Options, ScorerType, option
 from otel_scorers.scorers import prompts
 from otel_scorers.scorers.base import LLMScorer, Question, digest, mastra_options
-from otel_scorers.scorers.cases import BANDS
+from otel_scorers.scorers.cases import BANDS, band_problems
 from otel_scorers.scorers.dimensions import (
     BOTH_SPLIT,
     DIMENSIONS,
@@ -40,7 +33,6 @@ from otel_scorers.scorers.dimensions import (
     AlignmentDimensions,
     EvaluationMode,
     alignment_label,
-    band_of,
     round_half_up,
     weighted_score,
 )
@@ -256,11 +248,8 @@ def _shape(case: Any) -> None:
 
 
 def _check(case: Any) -> list[str]:
-    problems: list[str] = []
     expected = case.expected
-    if band_of(expected.score) != expected.band:
-        problems.append(f"score {expected.score} is in band {band_of(expected.score)!r}, "
-                        f"not {expected.band!r}")
+    problems = band_problems(expected)
     mode = case.mode
     if mode == "user" and not case.run.input:
         problems.append("user mode needs a user message (run.input)")

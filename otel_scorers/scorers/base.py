@@ -170,7 +170,7 @@ class LLMScorer(BaseScorer):
             self.judge = model
         else:
             check_options(judge_options, JUDGE_OPTIONS, f"the {name} scorer")
-            self.judge = JudgeClient(model, **judge_options)
+            self.judge = JudgeClient.from_environment(model, **judge_options)
         #: Few-shot examples (:mod:`otel_scorers.scorers.examples`), set by the subclasses.
         self.examples: FewShot | None = None
 

@@ -44,6 +44,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "LabelledCase",
     "band_of",
+    "band_problems",
     "case_from_record",
     "check_case",
     "load_cases",
@@ -165,6 +166,14 @@ class LabelledCase(_Model):
             if self.run.system else (),
             output=(Message(role="assistant", content=self.run.output),),
             steps=shaped.steps, tools=shaped.tools)
+
+
+def band_problems(expected: CaseExpected) -> list[str]:
+    """Where an expected score is not in its expected band (for the score-labelled kinds)."""
+    if expected.score is None or band_of(expected.score) == expected.band:
+        return []
+    return [f"score {expected.score} is in band {band_of(expected.score)!r}, not "
+            f"{expected.band!r}"]
 
 
 def check_case(case: LabelledCase) -> list[str]:

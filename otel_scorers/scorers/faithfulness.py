@@ -30,7 +30,7 @@ from otel_scorers.scorers.analysis import (
     RubricAnalysis,
 )
 from otel_scorers.scorers.base import LLMScorer, Question, digest
-from otel_scorers.scorers.dimensions import band_of
+from otel_scorers.scorers.cases import band_problems
 from otel_scorers.scorers.result import JudgeModel, ScoreResult, bounded_list, bounded_text
 from otel_scorers.scorers.run import ScorerRun, text_of
 
@@ -221,11 +221,8 @@ def _shape(case: Any) -> None:
 
 
 def _check(case: Any) -> list[str]:
-    problems: list[str] = []
     expected = case.expected
-    if band_of(expected.score) != expected.band:
-        problems.append(f"score {expected.score} is in band {band_of(expected.score)!r}, "
-                        f"not {expected.band!r}")
+    problems = band_problems(expected)
     if (expected.label == "pass") != (expected.score >= 1.0):
         problems.append(f"label {expected.label!r} but score {expected.score} (pass only "
                         "at 1.0)")

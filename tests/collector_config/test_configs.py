@@ -123,7 +123,7 @@ def test_loadbalancing_routes_traces_by_trace_id() -> None:
 
 
 def test_loadbalancing_routes_turn_records_by_session_to_the_same_gateways() -> None:
-    from otel_scorers.pipeline.turn_records import KEY_ATTRIBUTE
+    from otel_scorers.otlp.turns import KEY_ATTRIBUTE
 
     config = yaml.safe_load((CONFIG / "otelcol-loadbalancing.yaml").read_text())
     sessions = config["exporters"]["load_balancing/sessions"]

@@ -116,9 +116,15 @@ def test_the_runtime_policies_have_the_fields_of_their_settings() -> None:
     from otel_scorers.config.settings import SessionSettings
     from otel_scorers.pipeline.sessions import SessionPolicy
 
-    # the forward endpoint is the gateway's (where turns go), not the store's
-    assert {f.name for f in dataclasses.fields(SessionPolicy)} == {
-        *SessionSettings.model_fields} - {"forward_endpoint"}
+    # no mirror: the session store's policy is the settings block itself
+    assert SessionPolicy is SessionSettings
+    # the sampling policy's bounds are the settings model's (one place)
+    from otel_scorers.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="rate_limit"):
+        Sampling(rate_limit=float("inf"))
+    with pytest.raises(ConfigError, match="ratio"):
+        Sampling(ratio=1.5)
 
 
 def test_the_scorer_types_in_the_docs_are_the_registry_rows() -> None:

@@ -17,7 +17,8 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
-from otel_scorers.pipeline.turn_records import KEY_ATTRIBUTE, TURN_EVENT, TurnForwarder
+from otel_scorers.otlp.turns import KEY_ATTRIBUTE, TURN_EVENT
+from otel_scorers.pipeline.sessions import TurnForwarder
 from otel_scorers.scorers.turns import Turn
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
 from tests.gateway.test_gateway import _config, gateway, health

@@ -315,18 +315,20 @@ def test_suppress_instrumentation_sets_the_otel_keys() -> None:
 def test_env_fallbacks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_SCORERS_JUDGE_MODEL", "openai/from-env")
     monkeypatch.setenv("OTEL_SCORERS_JUDGE_API_BASE", "http://127.0.0.1:1/v1")
-    client = JudgeClient()
+    client = JudgeClient.from_environment()
     assert client.model == "openai/from-env" and client.api_base == "http://127.0.0.1:1/v1"
     # per field: a model given in code still takes the base URL (and key) from the env
-    explicit = JudgeClient("openai/explicit")
+    explicit = JudgeClient.from_environment("openai/explicit")
     assert explicit.model == "openai/explicit"
     assert explicit.api_base == "http://127.0.0.1:1/v1"
+    # the client itself reads no environment (the settings path resolves it)
+    assert JudgeClient().model == "local/smollm2" and JudgeClient().api_base is None
     monkeypatch.delenv("OTEL_SCORERS_JUDGE_MODEL")
     # a base URL without a model would silently use the embedded judge: an error instead
     with pytest.raises(ConfigError, match="OTEL_SCORERS_JUDGE_MODEL"):
-        JudgeClient()
+        JudgeClient.from_environment()
     monkeypatch.delenv("OTEL_SCORERS_JUDGE_API_BASE")
-    assert JudgeClient().model == "local/smollm2"
+    assert JudgeClient.from_environment().model == "local/smollm2"
 
 
 def test_a_scorer_built_in_code_reads_the_judge_variables_too(

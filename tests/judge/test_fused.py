@@ -150,39 +150,21 @@ def test_user_mode_is_told_to_leave_the_agent_instructions_out(
     json.dumps(processor.stats())
 
 
-def test_a_scorer_waiting_for_an_identical_evaluation_lets_the_call_go(
-        judge_server: ScriptedJudgeServer, judge: JudgeClient) -> None:
-    """A scorer that waits for the same judgement in flight elsewhere (single flight) leaves
-    its batch first: the other scorer's question goes out at once. Without that, two identical
-    runs judged together could wait on each other until their evaluations timed out."""
-    import asyncio
-
-    from otel_scorers.background_loop import run_sync
-    from otel_scorers.scorers.fused import CallBatch, judged
-    from otel_scorers.scorers.run import ScorerRun
-
-    judge_server.responder = judge_responder()
-
-    async def main() -> Any:
-        batch = CallBatch(2, judge.fusion_key)
-        elsewhere = asyncio.Event()
-
-        async def waiting() -> None:
-            member = batch.join()
-            batch.leave(member)  # it will not ask: it waits for the same judgement elsewhere
-            await elsewhere.wait()
-
-        async def asking() -> Any:
-            return await judged(RubricScorer(judge, "- is polite"),
-                                ScorerRun.coerce({"input": "Say hi", "output": "hi"}),
-                                batch.join())
-
-        waiter = asyncio.ensure_future(waiting())
-        result = await asyncio.wait_for(asking(), 10)
-        elsewhere.set()
-        await waiter
-        return result
-
-    result = run_sync(main())
-    assert result.score == 1.0
-    assert "PART 1" not in judge_server.requests[-1].messages[0]["content"]  # asked alone
+def test_identical_runs_judged_together_join_one_call_without_waiting_on_each_other(
+        judge_server: ScriptedJudgeServer, judge: JudgeClient, telemetry: Telemetry,
+        make_processor: Any) -> None:
+    """Two identical runs at once, each with two scorers sharing a judge, with fused calls:
+    the first run's scorers make one fused call, the second run's join it (single flight)
+    instead of asking; whoever joins is decided before anything is asked, so neither run can
+    wait on the other until its evaluation times out."""
+    judge_server.responder = judge_responder(delay_s=0.3)
+    processor = make_processor([RubricScorer(judge, "- is polite"), PromptAlignmentScorer(judge)],
+                               fuse_judge_calls=True, evaluation_timeout_s=20)
+    for _ in range(2):
+        end_agent_span(telemetry, prompt="Say hi", answer="hi")
+    assert processor.force_flush(20_000)
+    stats = processor.stats()
+    assert stats["rubric"]["scored"] + stats["rubric"]["cached"] == 2
+    assert stats["prompt_alignment"]["scored"] + stats["prompt_alignment"]["cached"] == 2
+    assert len(judge_server.requests) == 1  # one fused call for both runs
+    assert "PART 1" in judge_server.requests[0].messages[0]["content"]

@@ -171,12 +171,12 @@ def test_the_proxy_environment_is_honoured(judge_server: ScriptedJudgeServer,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Behind an egress proxy the judge stays reachable: HTTP_PROXY is used (here a closed
     port, so the call fails to connect) and NO_PROXY bypasses it, as litellm's clients do."""
+    from otel_scorers import http
     from otel_scorers.background_loop import run_sync
-    from otel_scorers.judge import openai_compatible
     from tests.support import free_port
 
     async def fresh_session() -> None:  # a judge reads the environment when it is made
-        await openai_compatible._close_sessions()
+        await http.close_all()
 
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{free_port()}")
     monkeypatch.delenv("NO_PROXY", raising=False)

@@ -37,7 +37,7 @@ def test_judged_in_a_child_process_with_the_same_results(
     processor = make_processor(isolation="process", cache_ttl_s=0)
     end_agent_span(telemetry)
     assert processor.force_flush(30_000)
-    isolated = processor._evaluation.isolated
+    isolated = processor._parts.evaluation.asker.isolated
     assert isolated is not None and isolated._process is not None
     assert isolated._process.pid != os.getpid()  # the child made the judge calls
     assert len(judge_server.requests) == 2
@@ -86,7 +86,7 @@ def test_a_dead_child_is_an_error_and_the_next_run_gets_a_new_one(
     processor = make_processor([RubricScorer(judge, "- is polite")], isolation="process",
                                cache_ttl_s=0)
     end_agent_span(telemetry, prompt="first")
-    isolated = processor._evaluation.isolated
+    isolated = processor._parts.evaluation.asker.isolated
     assert isolated is not None
     deadline = time.monotonic() + 30
     while not judge_server.requests and time.monotonic() < deadline:
@@ -138,7 +138,7 @@ def test_a_hung_child_is_replaced(telemetry: Telemetry, make_processor: Any,
                                cache_ttl_s=0, evaluation_timeout_s=4)
     end_agent_span(telemetry, prompt="first")
     assert processor.force_flush(60_000)
-    isolated = processor._evaluation.isolated
+    isolated = processor._parts.evaluation.asker.isolated
     assert isolated is not None and isolated._process is not None
     stopped = isolated._process
     os.kill(stopped.pid, signal.SIGSTOP)  # alive, but never answers again
@@ -176,9 +176,9 @@ provider.add_span_processor(processor)
 with provider.get_tracer("app").start_as_current_span("invoke_agent",
                                                        attributes=genai_attributes()):
     pass
-while processor._evaluation.isolated._process is None:
+while processor._parts.evaluation.asker.isolated._process is None:
     time.sleep(0.05)
-print(processor._evaluation.isolated._process.pid, flush=True)
+print(processor._parts.evaluation.asker.isolated._process.pid, flush=True)
 time.sleep(600)
 """
 

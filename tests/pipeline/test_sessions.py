@@ -298,7 +298,7 @@ def test_a_real_agents_sdk_conversation_is_one_session(
 def test_a_flood_of_new_sessions_is_bounded_and_what_it_costs_is_counted() -> None:
     """The store alone: past max_sessions the least recently active make room; at most a
     backlog of them waits to be judged, the rest are forgotten with their turns counted."""
-    from otel_scorers.pipeline.sessions import SessionStore, StoredTurn, eviction_backlog
+    from otel_scorers.pipeline.sessions.store import SessionStore, StoredTurn, eviction_backlog
     from otel_scorers.scorers.turns import Turn
 
     dropped: dict[str, int] = {}

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext
 
-from otel_scorers.capture.kinds import KIND_KEYS, span_kind
+from otel_scorers.capture.kinds import span_kind
 from otel_scorers.capture.trace import CONTENT_KEY_SET
 from otel_scorers.pipeline.selection import Selection, Selector
 
@@ -61,8 +61,7 @@ def span(attrs: dict[str, Any], name: str = "invoke_agent x") -> ReadableSpan:
 def test_whatever_the_worker_would_take_passes_the_hot_path(attrs: dict[str, Any],
                                                             index: int) -> None:
     selector = Selector(SELECTIONS[index])
-    keys = selector.could_match_keys
-    watched = None if keys is None else keys | CONTENT_KEY_SET | KIND_KEYS
+    watched = selector.watched  # on_end's own first test
     kind = span_kind(attrs)
     chosen = selector.kind_of(span(attrs), attrs)
     piece = kind is not None or not CONTENT_KEY_SET.isdisjoint(attrs)
