@@ -38,6 +38,7 @@ __all__ = [
     "backend",
     "backends",
     "canonical",
+    "load_group",
     "option",
     "register",
     "scorer_type",
@@ -176,13 +177,23 @@ def _load() -> None:
         for path in BUILTIN_SCORER_TYPES + BUILTIN_BACKENDS:
             _add(_resolve(path), replace=False)
         for group in (SCORER_GROUP, BACKEND_GROUP):
-            for entry in _entry_points(group):
-                try:
-                    _add(entry.load(), replace=False)
-                except Exception:  # a broken plug-in must not take the library down
-                    logger.warning("otel-scorers: the plug-in %s (entry point %s in %s) could "
-                                   "not be loaded; it is left out", entry.value, entry.name,
-                                   group, exc_info=True)
+            load_group(group)
+
+
+def load_group(group: str) -> int:
+    """Add the rows another package's entry points in ``group`` name; a plug-in that cannot be
+    loaded (or clashes with a row there is) is left out with one warning, never raised: a
+    broken plug-in must not take the library down. Returns the rows added."""
+    added = 0
+    for entry in _entry_points(group):
+        try:
+            _add(entry.load(), replace=False)
+            added += 1
+        except Exception:
+            logger.warning("otel-scorers: the plug-in %s (entry point %s in %s) could not be "
+                           "loaded; it is left out", entry.value, entry.name, group,
+                           exc_info=True)
+    return added
 
 
 def _entry_points(group: str) -> list[Any]:

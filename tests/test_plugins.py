@@ -226,3 +226,26 @@ def test_without_the_rows_the_names_are_unknown(monkeypatch: pytest.MonkeyPatch)
         ScorerSettings.model_validate({"type": "mention"})
     with pytest.raises(ValueError, match="unknown setting 'notebook'"):
         Settings.model_validate({"notebook": {"page": "p"}})
+
+
+def test_rows_from_other_packages_come_through_entry_points(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    class Entry:
+        def __init__(self, name: str, value: str, loaded: Any) -> None:
+            self.name, self.value, self._loaded = name, value, loaded
+
+        def load(self) -> Any:
+            if isinstance(self._loaded, Exception):
+                raise self._loaded
+            return self._loaded
+
+    entries = [Entry("mention", "toys:MENTION", MENTION),
+               Entry("broken", "toys:BROKEN", ImportError("no module named toys"))]
+    monkeypatch.setattr(registry, "_entry_points", lambda group: entries)
+    try:
+        with caplog.at_level("WARNING"):
+            assert registry.load_group(registry.SCORER_GROUP) == 1
+        assert registry.scorer_type("mention") is MENTION
+        assert "toys:BROKEN" in caplog.text and "left out" in caplog.text
+    finally:
+        registry.unregister("mention")

@@ -12,6 +12,14 @@ This works because the scoring processors run first: :func:`otel_scorers.install
 zero-code setup) puts them at the front of the providers' processor chains, so an exporting
 processor only ever sees the stripped span or record. A processor added by hand after an
 exporting one cannot strip what was already handed on: use ``install`` with ``strip``.
+
+Why the span's own holders are replaced (``_attributes``, ``_events``: SDK state without a
+public setter): the SDK hands every processor of the chain the same ended span object, and
+an ended span's attributes are read-only through its public API, so the only other way to keep
+content from an exporter is to wrap every exporting processor, including ones the application
+adds later, which this library cannot see. The replacement is a fresh immutable
+``BoundedAttributes`` (the type the SDK itself holds), and a test on each supported SDK version
+(tests/pipeline/test_exported_content.py) fails if the SDK stops reading it.
 """
 
 from __future__ import annotations

@@ -163,14 +163,10 @@ class ScoringSpanProcessor(SpanProcessor):
             except AttributeError:
                 attrs = attribute_dict(span)
             watched = self._watched
-            if watched is None or not watched.isdisjoint(attrs):
-                # a candidate, a piece of an interaction, or a span a name pattern or a
-                # predicate may select: the worker sorts it out, in the order spans ended
-                link: Mapping[str, Any] | None = attrs
-            elif self._worker.intake or self._buffer.traces:
-                # any other span, while something agent-related is in flight: a parent link
-                # trace assembly may need, or the local root whose end decides its trace
-                context = span.context
+            if watched is None or not watched.isdisjoint(attrs):  # a candidate, a piece, or
+                link: Mapping[str, Any] | None = attrs  # a pattern's pick: the worker decides
+            elif self._worker.intake or self._buffer.traces:  # something agent-related is in
+                context = span.context  # flight: a parent link, or the root deciding a trace
                 if context is None or (not self._worker.intake
                                        and context.trace_id not in self._buffer.traces):
                     link = _PASS
