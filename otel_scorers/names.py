@@ -187,6 +187,8 @@ class Reason:
     NO_TOOLS: Final = "no_tools"            # tool use: no tool called, none known to exist
     NO_CONTEXT: Final = "no_context"        # faithfulness: no tool result, document or context
     NO_CLAIMS: Final = "no_claims"          # faithfulness: the answer makes no factual claim
+    STEPS_TRUNCATED: Final = "steps_truncated"  # a check needs steps the run left out past
+    #                                             its bound, and none kept fails it
     NESTED_AGENT: Final = "nested_agent"    # its LLM calls belong to nested agent spans
     NO_SESSION: Final = "no_session"        # a session scorer: the interaction has no session
     #                                         key (sessions.key_attributes)

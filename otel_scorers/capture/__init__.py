@@ -52,6 +52,7 @@ from otel_scorers.capture.serialized import is_blank
 from otel_scorers.capture.steps import steps_of, tools_of
 from otel_scorers.names import RUBRIC_ATTRIBUTE, Reason
 from otel_scorers.scorers.run import Message, RunLike, ScorerRun
+from otel_scorers.scorers.steps import StepCounts
 
 __all__ = ["CaptureMapping", "Captured", "Extractor", "Limits", "agent_name", "attribute_dict",
            "capture_span"]
@@ -121,7 +122,7 @@ def capture_span(span: ReadableSpan, *, attributes: Mapping[str, Any] | None = N
                  records: Sequence[RecordContent] = (), nested: int = 0,
                  rubric: Any = None, agent: str | None = None,
                  links: Mapping[int, int | None] | None = None,
-                 steps: bool = True) -> Captured:
+                 steps: bool = True, cut: StepCounts | None = None) -> Captured:
     """Read the run of ``span``.
 
     ``attributes`` are the span's attributes as they were when it ended (the processor keeps
@@ -132,7 +133,8 @@ def capture_span(span: ReadableSpan, *, attributes: Mapping[str, Any] | None = N
     ``rubric`` is a configured rubric for this run; an ``otel_scorers.rubric`` attribute on the
     span takes precedence over it. ``agent`` names the interaction's agent when its span does
     not (a workflow root); ``links`` (child -> parent span ids) tell the steps their agents;
-    ``steps=False`` leaves the steps out (no scorer reads them: capture costs less).
+    ``steps=False`` leaves the steps out (no scorer reads them: capture costs less);
+    ``cut``: the steps of the trace's pieces let go past the buffer's bound (counted in).
     """
     limits = limits or Limits()
     attrs: Mapping[str, Any] = attributes if attributes is not None else (span.attributes or {})
@@ -157,14 +159,15 @@ def capture_span(span: ReadableSpan, *, attributes: Mapping[str, Any] | None = N
     chosen = span_rubric if span_rubric not in (None, "") else rubric
     if chosen is not None:
         context["rubric"] = _rubric_value(chosen)
-    taken, dropped = steps_of(pieces, {p.span_id: f for p, f in calls},
-                              _agent_namer(span, agent, pieces, links or {})) if steps \
-        else ((), 0)
+    taken, dropped, counts = steps_of(pieces, {p.span_id: f for p, f in calls},
+                                      _agent_namer(span, agent, pieces, links or {}),
+                                      cut) if steps else ((), 0, None)
     tools = tools_of([attrs, *(p.attributes or {} for p in pieces if p.kind == LLM)]) \
         if steps else ()
     run = ScorerRun(run_id=run_id(span), input_messages=tuple(found.inputs),
                     system_messages=tuple(found.systems), output=tuple(_text_only(found.outputs)),
-                    request_context=context, steps=taken, steps_dropped=dropped, tools=tools)
+                    request_context=context, steps=taken, steps_dropped=dropped,
+                    step_counts=counts, tools=tools)
     return Captured(run, source=source, agent=agent)
 
 

@@ -25,16 +25,17 @@ from otel_scorers.capture.serialized import read_value
 from otel_scorers.scorers.run import text_of
 from otel_scorers.scorers.steps import (
     MAX_DOCUMENTS,
-    MAX_STEPS,
     MAX_TOOL_DESCRIPTION_CHARS,
     MAX_TOOLS,
     Step,
+    StepCounts,
     ToolCall,
     ToolDefinition,
+    bounded,
     clip,
 )
 
-__all__ = ["steps_of", "tools_of"]
+__all__ = ["step_of_span", "steps_of", "tools_of"]
 
 _TOOL_NAME_KEYS = ("gen_ai.tool.name", "tool.name", "traceloop.entity.name")
 _ARGUMENT_KEYS = ("gen_ai.tool.call.arguments", "input.value", "traceloop.entity.input")
@@ -47,10 +48,12 @@ _OUTPUT_TOKEN_KEYS = ("gen_ai.usage.output_tokens", "llm.token_count.completion"
 
 
 def steps_of(pieces: Sequence[Piece], found: Mapping[int, Found],
-             agent_of: Callable[[int], str | None]) -> tuple[tuple[Step, ...], int]:
-    """The steps of ``pieces`` (in time order) and how many were left out past the bound.
-    ``found`` is the content read from each LLM piece (by span id): its tool calls;
-    ``agent_of`` names the agent a span belongs to."""
+             agent_of: Callable[[int], str | None], cut: StepCounts | None = None
+             ) -> tuple[tuple[Step, ...], int, StepCounts | None]:
+    """The steps of ``pieces`` (in time order, the first and the last past the bound), how
+    many were left out, and the counts of all when some were (:func:`bounded`; ``cut``: the
+    steps the trace buffer already left out). ``found`` is the content read from each LLM
+    piece (by span id): its tool calls; ``agent_of`` names the agent a span belongs to."""
     wrappers = {p.parent for p in pieces if p.kind == kinds.LLM and p.parent is not None}
     steps: list[Step] = []
     for piece in sorted(pieces, key=lambda p: (p.start, p.end)):
@@ -58,8 +61,13 @@ def steps_of(pieces: Sequence[Piece], found: Mapping[int, Found],
                      agent_of(piece.span_id))
         if step is not None:
             steps.append(step)
-    steps = _asked_arguments(steps)
-    return tuple(steps[:MAX_STEPS]), max(0, len(steps) - MAX_STEPS)
+    return bounded(_asked_arguments(steps), cut=cut)
+
+
+def step_of_span(span: Any, attrs: Mapping[str, Any]) -> Step | None:
+    """The step one span is, read alone (a piece the trace buffer lets go: only its kind,
+    name and failure are counted)."""
+    return _step(Piece.of_span(span, attrs), None, False, None)
 
 
 def _asked_arguments(steps: list[Step]) -> list[Step]:

@@ -42,7 +42,9 @@ from otel_scorers.capture.interactions import Candidate
 from otel_scorers.capture.kinds import AGENT, LLM, span_kind
 from otel_scorers.capture.logs import RecordContent
 from otel_scorers.capture.pieces import Piece, pieces_under
+from otel_scorers.capture.steps import step_of_span
 from otel_scorers.names import Reason
+from otel_scorers.scorers.steps import StepCounts
 
 __all__ = ["CONTENT_KEY_SET", "Pending", "TraceBuffer"]
 
@@ -72,6 +74,8 @@ class _Trace:
     llm: set[int] = field(default_factory=set)  # span ids of LLM calls and content
     size: int = 0
     closed: bool = False
+    #: the steps of the pieces let go past the span bound (the middle of a long run)
+    cut: StepCounts | None = None
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,8 @@ class TraceBuffer:
                                     + ROOT_GRACE_S)
                 entry.closed = True
             if has_content and attrs is not None:
-                self._add(entry, content_size(attrs), lambda: self._keep(entry, span, attrs))
+                self._add(entry, content_size(attrs), lambda: self._keep(entry, span, attrs),
+                          make_room=True)
             elif llm:
                 entry.llm.add(context.span_id)
 
@@ -251,17 +256,42 @@ class TraceBuffer:
             entry = self._traces[trace_id] = _Trace(created=time.monotonic())
         return entry
 
-    def _add(self, entry: _Trace, size: int, keep: Any, *, count: int | None = None) -> None:
+    def _add(self, entry: _Trace, size: int, keep: Any, *, count: int | None = None,
+             make_room: bool = False) -> None:
         held = len(entry.spans) if count is None else count
         if held >= self.max_spans_per_trace:
             self.dropped[Reason.SPAN_LIMIT] += 1
-            return
+            if not make_room:
+                return
+            self._let_go(entry)
         if self._bytes + size > self.max_bytes:
             self.dropped[Reason.BYTE_LIMIT] += 1
             return
         keep()
         entry.size += size
         self._bytes += size
+
+    def _let_go(self, entry: _Trace) -> None:
+        """A trace at its span bound: the first half of its pieces stays (the question, the
+        first steps), the oldest of the rest makes room (so the last ones, the answer and the
+        last steps, are kept), and what it was is counted (its step: a tool's name, a
+        failure), so a check on every step still sees it."""
+        span, attrs = entry.spans.pop(self.max_spans_per_trace // 2)
+        size = content_size(attrs)
+        entry.size -= size
+        self._bytes -= size
+        step = step_of_span(span, attrs)
+        if step is not None:
+            counted = StepCounts.of((step,))
+            entry.cut = counted if entry.cut is None else entry.cut.plus(counted)
+
+    def cut_of(self, span: ReadableSpan) -> StepCounts | None:
+        """The steps let go past the span bound in ``span``'s trace (``None``: none)."""
+        if span.context is None:
+            return None
+        with self._lock:
+            entry = self._traces.get(span.context.trace_id)
+            return entry.cut if entry is not None else None
 
     # -- reading (worker) ------------------------------------------------------------------
     def pieces_under(self, agent: ReadableSpan, *, nested_own: bool = False

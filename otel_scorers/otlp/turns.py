@@ -43,6 +43,8 @@ class TurnRecord:
     agent: str | None = None
     start_ns: int = 0
     span_name: str = ""
+    #: steps the sending gateway left out (a check needing them is not decided)
+    steps_dropped: int = 0
 
 
 def is_turn_record(event_name: str, attributes: Mapping[str, Any]) -> bool:
@@ -60,6 +62,8 @@ def encode_turn(record: TurnRecord) -> tuple[dict[str, Any], dict[str, Any]]:
                                   _SPAN_NAME: record.span_name[:MAX_NAME_CHARS]}
     if record.agent:
         attributes[_AGENT] = record.agent
+    if record.steps_dropped:
+        body["steps_dropped"] = record.steps_dropped
     return body, attributes
 
 
@@ -75,6 +79,7 @@ def decode_turn(attributes: Mapping[str, Any], body: Any) -> TurnRecord | None:
     name = attributes.get(_SPAN_NAME)
     agent = attributes.get(_AGENT)
     steps = body.get("steps")
+    cut = body.get("steps_dropped")
     return TurnRecord(
         key=key, user=user, assistant=answer,
         system=system if isinstance(system, str) and system.strip() else None,
@@ -83,4 +88,6 @@ def decode_turn(attributes: Mapping[str, Any], body: Any) -> TurnRecord | None:
         agent=agent[:MAX_NAME_CHARS] if isinstance(agent, str) else None,
         start_ns=start if isinstance(start, int) and not isinstance(start, bool)
         and start >= 0 else 0,
-        span_name=name[:MAX_NAME_CHARS] if isinstance(name, str) else "")
+        span_name=name[:MAX_NAME_CHARS] if isinstance(name, str) else "",
+        steps_dropped=cut if isinstance(cut, int) and not isinstance(cut, bool) and cut > 0
+        else 0)

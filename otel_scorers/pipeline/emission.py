@@ -161,6 +161,10 @@ _SKIP_FIXES: dict[str, str | None] = {
     Reason.NO_CONTEXT: "record tool results (the instrumentation's content switch) or "
                        "retrieved documents, or give the scorer a context",
     Reason.NO_CLAIMS: None,  # an answer with nothing to ground (a greeting): nothing to fix
+    Reason.STEPS_TRUNCATED: "the interaction made more steps than a run keeps (the first and "
+                            "last 100): decide it with checks the counts of every step answer "
+                            "(called_tool, did_not_call, max_tool_calls, no_tool_errors, the "
+                            "blacklist), or bound the agent's loop",
 }
 
 

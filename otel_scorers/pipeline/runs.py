@@ -61,17 +61,19 @@ class RunReader:
         records: Sequence[Any] = ()
         pieces: Sequence[Any] = list(descendants or ())
         links: dict[int, int | None] = {}
+        cut = None
         if descendants is None and self.buffer is not None:
             records = self.buffer.records_of(span)
             if self.assemble:
                 pieces, nested = self.buffer.pieces_under(span, nested_own=not self.per_agent)
                 links = self.buffer.links(span)
+                cut = self.buffer.cut_of(span)  # a long trace's middle, counted
         agent = agent_name(span, self.mapping, attributes=attributes) or agent
         return capture_span(span, attributes=attributes, mapping=self.mapping,
                             extractor=self.extractor, limits=self.limits, descendants=pieces,
                             records=records, nested=nested,
                             rubric=self.rubric_for_agent(agent or self.agent_of(span)),
-                            agent=agent, links=links,
+                            agent=agent, links=links, cut=cut,
                             steps=self.steps if steps is None else steps)
 
     def capture_safely(self, span: ReadableSpan, **kwargs: Any) -> Captured:

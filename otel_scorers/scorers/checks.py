@@ -44,11 +44,19 @@ __all__ = [
     "no_loops",
     "no_tool_errors",
     "parse_check",
+    "steps_truncated_result",
     "tool_order",
     "used_no_tools",
 ]
 
-Verdict = tuple[bool, str]
+#: A check's verdict on a run: held or not, with why; ``None``: not decided, because it needs
+#: steps the run left out past its bound (``steps_truncated``: never a pass)
+Verdict = tuple[bool | None, str]
+
+
+def _left_out(run: ScorerRun) -> str:
+    return (f"not decided: {run.steps_dropped} of the run's steps were left out past the "
+            "bound, and this check needs them")
 
 
 @dataclass(frozen=True)
@@ -88,7 +96,9 @@ def called_tool(name: str, *, times: int = 1) -> Check:
 
 
 def _called(run: ScorerRun, name: str, times: int) -> Verdict:
-    count = _tools(run).count(name)
+    count = run.tool_count(name)
+    if count is None:
+        return None, _left_out(run)
     return count >= times, f"{name} called {count} time(s) (at least {times} wanted)"
 
 
@@ -99,7 +109,9 @@ def did_not_call(name: str) -> Check:
 
 
 def _not_called(run: ScorerRun, name: str) -> Verdict:
-    count = _tools(run).count(name)
+    count = run.tool_count(name)
+    if count is None:
+        return None, _left_out(run)
     return count == 0, (f"{name} was not called" if count == 0
                         else f"{name} was called {count} time(s)")
 
@@ -117,6 +129,8 @@ def _in_order(run: ScorerRun, wanted: tuple[str, ...]) -> Verdict:
     called = _tools(run)
     remaining = iter(called)
     ok = all(any(name == seen for seen in remaining) for name in wanted)
+    if not ok and run.steps_dropped:  # the order may lie in the steps left out
+        return None, _left_out(run)
     return ok, f"called in order: {_listed(called)}"
 
 
@@ -129,7 +143,9 @@ def max_tool_calls(limit: int) -> Check:
 
 
 def _at_most(run: ScorerRun, limit: int) -> Verdict:
-    count = len(run.tool_steps)
+    count = run.tool_call_count
+    if count is None:
+        return None, _left_out(run)
     return count <= limit, f"{count} tool call(s) (at most {limit})"
 
 
@@ -140,9 +156,13 @@ def no_tool_errors() -> Check:
 
 def _no_errors(run: ScorerRun) -> Verdict:
     failed = [step for step in run.tool_steps if step.failed]
-    if not failed:
-        return True, f"{len(run.tool_steps)} tool call(s), none failed"
-    return False, "failed: " + "; ".join(f"{s.name}: {(s.error or '')[:120]}" for s in failed[:5])
+    errors = run.tool_error_count
+    if errors is None and not failed:
+        return None, _left_out(run)
+    if not errors and not failed:
+        return True, f"{run.tool_call_count} tool call(s), none failed"
+    shown = "; ".join(f"{s.name}: {(s.error or '')[:120]}" for s in failed[:5])
+    return False, f"{errors or len(failed)} failed" + (f": {shown}" if shown else "")
 
 
 def used_no_tools() -> Check:
@@ -151,8 +171,10 @@ def used_no_tools() -> Check:
 
 
 def _no_tools(run: ScorerRun) -> Verdict:
-    called = _tools(run)
-    return not called, f"tools called: {_listed(called)}"
+    count = run.tool_call_count
+    if count is None:
+        return None, _left_out(run)
+    return not count, f"tools called: {_listed(_tools(run))}"
 
 
 def no_loops(times: int = 3) -> Check:
@@ -166,16 +188,17 @@ def no_loops(times: int = 3) -> Check:
 
 def _no_loops(run: ScorerRun, times: int) -> Verdict:
     tools = run.tool_steps
-    if len(tools) < times:
+    if not run.steps_dropped and len(tools) < times:
         return True, f"no identical call repeated {times} times"
     often = {name for name, count in Counter(run.tool_names).items() if count >= times}
-    if not often:
-        return True, f"no identical call repeated {times} times"
     counts = Counter(call_key(step) for step in tools if step.name in often)
     loops = [(key[0], count) for key, count in counts.items() if count >= times]
-    if not loops:
-        return True, f"no identical call repeated {times} times"
-    return False, "repeated: " + ", ".join(f"{name} x{count}" for name, count in loops[:5])
+    if loops:
+        return False, "repeated: " + ", ".join(f"{name} x{count}" for name, count in loops[:5])
+    total = run.tool_call_count
+    if run.steps_dropped and (total is None or total >= times):  # a loop may be in them
+        return None, _left_out(run)
+    return True, f"no identical call repeated {times} times"
 
 
 def includes(text: str, *, ignore_case: bool = True) -> Check:
@@ -311,14 +334,29 @@ def parse_check(spec: str | Check) -> Check:
     return builder(arg.strip())
 
 
-def verdicts(checks: Sequence[Check], run: ScorerRun) -> tuple[CriterionVerdict, ...]:
-    """Each check's verdict on ``run``, as rubric criterion verdicts."""
+def verdicts(checks: Sequence[Check], run: ScorerRun
+             ) -> tuple[tuple[CriterionVerdict, ...], int]:
+    """Each check's verdict on ``run``, as rubric criterion verdicts, and how many could not
+    be decided (steps left out: reported not satisfied, with why; see :func:`decided`)."""
     out = []
+    undecided = 0
     for check in checks:
         held, reasoning = check(run)
+        undecided += held is None
         out.append(CriterionVerdict(id=check.id, description=check.description, required=True,
-                                    satisfied=held, reasoning=reasoning))
-    return tuple(out)
+                                    satisfied=bool(held), reasoning=reasoning))
+    return tuple(out), undecided
+
+
+def steps_truncated_result(scorer: str, scale: float, run: ScorerRun, **extra: Any
+                           ) -> ScoreResult:
+    """Not decided: a check needs steps the run left out past its bound, and nothing kept
+    fails it; skipped (``steps_truncated``, counted), never passed."""
+    return ScoreResult(run_id=run.run_id, scorer=scorer, score=scale, scale=scale,
+                       label="skipped", passed=True, skipped="steps_truncated",
+                       reason=(f"Not decided: the run has more steps than are kept "
+                               f"({run.steps_dropped} left out past the bound), a check needs "
+                               "them, and none of those kept fails it."), **extra)
 
 
 def no_steps_result(scorer: str, scale: float, run: ScorerRun, **extra: Any) -> ScoreResult:

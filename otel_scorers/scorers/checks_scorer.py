@@ -12,7 +12,13 @@ from otel_scorers.errors import ConfigError
 from otel_scorers.registry import Flag, Options, ScorerType, option
 from otel_scorers.scorers.analysis import RubricAnalysis
 from otel_scorers.scorers.base import BaseScorer, validate_scale
-from otel_scorers.scorers.checks import Check, no_steps_result, parse_check, verdicts
+from otel_scorers.scorers.checks import (
+    Check,
+    no_steps_result,
+    parse_check,
+    steps_truncated_result,
+    verdicts,
+)
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.run import ScorerRun
 
@@ -45,9 +51,11 @@ class ChecksScorer(BaseScorer):
         """The result, synchronously (no judge: a pure function of the run)."""
         if self.uses_steps and not run.steps:
             return no_steps_result(self.name, self.scale, run)
-        found = verdicts(self.checks, run)
+        found, undecided = verdicts(self.checks, run)
         unmet = [v for v in found if not v.satisfied]
         analysis = RubricAnalysis(criteria=found, required_unmet=len(unmet))
+        if undecided and len(unmet) == undecided:  # nothing kept fails: never a pass
+            return steps_truncated_result(self.name, self.scale, run, analysis=analysis)
         passed = not unmet
         head = (f"All {len(found)} checks hold." if passed
                 else f"{len(unmet)} of {len(found)} checks fail.")

@@ -30,6 +30,7 @@ from otel_scorers.registry import Flag, Options, ScorerType, option
 from otel_scorers.scorers import prompts
 from otel_scorers.scorers.analysis import CriterionVerdict, RubricAnalysis
 from otel_scorers.scorers.base import LLMScorer, Question, digest, mastra_options
+from otel_scorers.scorers.checks import steps_truncated_result
 from otel_scorers.scorers.criteria import (
     MAX_CRITERIA,
     MAX_CRITERION_CHARS,
@@ -165,14 +166,15 @@ class RubricScorer(LLMScorer):
                             task=prompts.rubric_task(len(judged)), examples=self.examples_text)
 
     def _result(self, run: ScorerRun, criteria: tuple[Criterion, ...], ids: tuple[str, ...],
-                dynamic: bool, decided: dict[int, tuple[bool, str]],
+                dynamic: bool, decided: dict[int, tuple[bool | None, str]],
                 judgement: Judgement[Any] | None) -> ScoreResult:
         answer: Any = judgement.value if judgement is not None else None
         found: list[CriterionVerdict] = []
         label = 0
         for index, (c, ident) in enumerate(zip(criteria, ids, strict=True)):
             if index in decided:
-                satisfied, reasoning = decided[index]
+                held, reasoning = decided[index]
+                satisfied = bool(held)
             else:
                 label += 1
                 verdict = getattr(answer.verdicts, f"c{label}")
@@ -186,6 +188,11 @@ class RubricScorer(LLMScorer):
         analysis = RubricAnalysis(criteria=verdicts, overall_assessment=(
             answer.overall_assessment if answer is not None else ""),
             required_unmet=len(unmet), dynamic=dynamic)
+        undecided = {ids[i] for i, (held, _) in decided.items() if held is None}
+        if undecided and all(v.id in undecided for v in unmet):  # nothing certain fails
+            return steps_truncated_result(
+                self.name, self.scale, run, analysis=analysis,
+                judge=judgement.usage if judgement is not None else None)
         passed = not unmet
         return ScoreResult(
             run_id=run.run_id, scorer=self.name, score=self.scale if passed else 0.0,

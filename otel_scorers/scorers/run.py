@@ -24,7 +24,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from otel_scorers.scorers.steps import MAX_STEPS, MAX_TOOLS, Step, ToolCall, ToolDefinition
+from otel_scorers.scorers.steps import (
+    MAX_TOOLS,
+    Step,
+    StepCounts,
+    ToolCall,
+    ToolDefinition,
+    bounded,
+)
 from otel_scorers.scorers.turns import Turn, coerce_turns
 
 __all__ = ["Message", "RunLike", "ScorerRun", "messages_from", "session_run", "text_of",
@@ -68,6 +75,8 @@ class ScorerRun(BaseModel):
     original_task: str | None = None
     steps: tuple[Step, ...] = ()
     steps_dropped: int = 0
+    #: what every step said when some were left out (``None``: ``steps`` are all of them)
+    step_counts: StepCounts | None = None
     tools: tuple[ToolDefinition, ...] = ()
     turns: tuple[Turn, ...] = ()
     session_id: str | None = None
@@ -111,6 +120,32 @@ class ScorerRun(BaseModel):
     def tool_names(self) -> tuple[str, ...]:
         """The names of the tools executed, in order (a tool called twice appears twice)."""
         return tuple(step.name for step in self.tool_steps)
+
+    def tool_count(self, name: str) -> int | None:
+        """How many times tool ``name`` was called, the steps left out included (``None``:
+        not known, past the bound on the tool names counted, or the counts are missing)."""
+        counts = self.step_counts
+        if not self.steps_dropped:
+            return self.tool_names.count(name)
+        if counts is None:
+            return None
+        if name in counts.tools:
+            return counts.tools[name]
+        return 0 if counts.names_complete else None
+
+    @property
+    def tool_call_count(self) -> int | None:
+        """Tool calls in all, the steps left out included (``None``: not known)."""
+        if not self.steps_dropped:
+            return len(self.tool_steps)
+        return self.step_counts.tool_calls if self.step_counts is not None else None
+
+    @property
+    def tool_error_count(self) -> int | None:
+        """Failed tool calls in all, the steps left out included (``None``: not known)."""
+        if not self.steps_dropped:
+            return sum(1 for step in self.tool_steps if step.failed)
+        return self.step_counts.tool_errors if self.step_counts is not None else None
 
     @functools.cached_property
     def acts(self) -> tuple[Step, ...]:
@@ -177,9 +212,10 @@ class ScorerRun(BaseModel):
                 _first(data, "additionalContext", "additional_context") or {}),
             "input_data": input_data,
         }
-        steps, tools = _steps(data.get("steps")), _tools(data.get("tools"))
+        every, tools = _steps(data.get("steps")), _tools(data.get("tools"))
+        steps, dropped, counts = bounded(every)
         if steps:
-            fields["steps"] = steps
+            fields.update(steps=steps, steps_dropped=dropped, step_counts=counts)
         if tools:
             fields["tools"] = tools
         turns = coerce_turns(data.get("turns"))
@@ -191,7 +227,8 @@ class ScorerRun(BaseModel):
             fields.update(input_messages=made.input_messages, output=made.output,
                           turns=made.turns, session_id=made.session_id)
             if not steps:
-                fields.update(steps=made.steps, steps_dropped=made.steps_dropped)
+                fields.update(steps=made.steps, steps_dropped=made.steps_dropped,
+                              step_counts=made.step_counts)
         run_id = _first(data, "runId", "run_id")
         if run_id is not None:
             fields["run_id"] = str(run_id)
@@ -202,6 +239,9 @@ class ScorerRun(BaseModel):
 
 RunLike = ScorerRun | Mapping[str, Any]
 
+#: Steps a run given as data may hold (a run file, a dataset record): more is not a run.
+MAX_INPUT_STEPS = 100_000
+
 _RUN_INPUT_KEYS = frozenset({
     "inputMessages", "input_messages", "rememberedMessages", "remembered_messages",
     "systemMessages", "system_messages", "taggedSystemMessages", "tagged_system_messages",
@@ -210,14 +250,17 @@ _RUN_INPUT_KEYS = frozenset({
 
 def _steps(value: Any) -> tuple[Step, ...]:
     """``steps``: a list of step mappings (``{"kind": "tool", "name": ..., "arguments": ...}``,
-    the shape ``rescore --include-run`` writes), at most ``MAX_STEPS``."""
+    the shape ``rescore --include-run`` writes), at most ``MAX_INPUT_STEPS`` (the run keeps
+    :data:`MAX_STEPS` of them, and the counts of all)."""
     if value is None:
         return ()
     if not isinstance(value, Sequence) or isinstance(value, str | bytes | bytearray):
         raise TypeError("'steps' must be a list of steps")
+    if len(value) > MAX_INPUT_STEPS:
+        raise TypeError(f"'steps' holds {len(value)} steps: at most {MAX_INPUT_STEPS} are read")
     try:
         return tuple(step if isinstance(step, Step) else Step.model_validate(step)
-                     for step in value[:MAX_STEPS])
+                     for step in value)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
@@ -347,13 +390,15 @@ def session_run(turns: Sequence[Turn], *, session_id: str | None = None,
         messages.append(Message(role="user", content=turn.user))
         messages.append(Message(role="assistant", content=turn.assistant))
     messages.append(Message(role="user", content=turns[-1].user))
-    steps = [step for turn in turns for step in turn.steps]
+    steps, dropped, counts = bounded([step for turn in turns for step in turn.steps], max_steps)
+    cut = sum(turn.steps_dropped for turn in turns)  # steps a turn itself left out: uncounted
     fields: dict[str, Any] = {
         "input_messages": tuple(messages),
         "system_messages": (Message(role="system", content=system),) if system else (),
         "output": (Message(role="assistant", content=turns[-1].assistant),),
         "turns": tuple(turns), "session_id": session_id,
-        "steps": tuple(steps[:max_steps]), "steps_dropped": max(0, len(steps) - max_steps),
+        "steps": steps, "steps_dropped": dropped + cut,
+        "step_counts": counts if not cut else None,
         "request_context": dict(context or {}),
     }
     if run_id is not None:

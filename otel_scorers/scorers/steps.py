@@ -4,18 +4,22 @@ Capture builds these from the span tree of an interaction (tool spans, retriever
 calls, handoffs); scorers that judge behaviour (trajectory, tool use, groundedness) read them
 from :attr:`ScorerRun.steps <otel_scorers.scorers.run.ScorerRun.steps>`. Nothing here knows
 OpenTelemetry. Every text field is bounded when a step is made (:func:`clip`), and a run holds
-at most :data:`MAX_STEPS` of them (the rest counted in ``steps_dropped``), so a run's size never
-depends on how long the agent looped.
+at most :data:`MAX_STEPS` of them (:func:`bounded`: the first and the last ones; the rest
+counted in ``steps_dropped``), so a run's size never depends on how long the agent looped. What
+was left out still counts: the run keeps every tool name called with its count, the tool errors
+and the steps in all (:class:`StepCounts`), and a check that needs the steps themselves is not
+decided (``steps_truncated``), never passed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["MAX_FIELD_CHARS", "MAX_STEPS", "MAX_TOOLS", "Step", "StepKind", "ToolCall",
-           "ToolDefinition", "clip"]
+__all__ = ["MAX_FIELD_CHARS", "MAX_STEPS", "MAX_TOOLS", "Step", "StepCounts", "StepKind",
+           "ToolCall", "ToolDefinition", "bounded", "clip"]
 
 #: Characters kept of a step's arguments, result, error or document.
 MAX_FIELD_CHARS = 4_000
@@ -100,3 +104,76 @@ class Step(BaseModel):
         """A step the agent took in the world (a tool call, a retrieval, a handoff), as opposed
         to a model call: what a trajectory is made of."""
         return self.kind != "llm"
+
+
+#: Distinct tool names counted per run when its steps are cut (more: the counts say so).
+MAX_TOOL_NAMES = 1_000
+
+
+class StepCounts(BaseModel):
+    """What every step of a run said, kept whole when the steps themselves are cut (past
+    :data:`MAX_STEPS`): each tool called, by name, with its count (at most
+    :data:`MAX_TOOL_NAMES` names: ``names_complete`` says whether every one is there), the
+    tool calls, tool errors and steps in all."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tools: dict[str, int] = {}
+    tool_calls: int = 0
+    tool_errors: int = 0
+    steps: int = 0
+    names_complete: bool = True
+
+    @classmethod
+    def of(cls, steps: Sequence[Step]) -> StepCounts:
+        tools: dict[str, int] = {}
+        calls = errors = 0
+        complete = True
+        for step in steps:
+            if step.kind != "tool":
+                continue
+            calls += 1
+            errors += step.error is not None
+            if step.name in tools:
+                tools[step.name] += 1
+            elif len(tools) < MAX_TOOL_NAMES:
+                tools[step.name] = 1
+            else:
+                complete = False
+        return cls(tools=tools, tool_calls=calls, tool_errors=errors, steps=len(steps),
+                   names_complete=complete)
+
+
+    def plus(self, other: StepCounts) -> StepCounts:
+        """These counts and ``other``'s (steps cut elsewhere), added."""
+        tools = dict(self.tools)
+        complete = self.names_complete and other.names_complete
+        for name, count in other.tools.items():
+            if name in tools:
+                tools[name] += count
+            elif len(tools) < MAX_TOOL_NAMES:
+                tools[name] = count
+            else:
+                complete = False
+        return StepCounts(tools=tools, tool_calls=self.tool_calls + other.tool_calls,
+                          tool_errors=self.tool_errors + other.tool_errors,
+                          steps=self.steps + other.steps, names_complete=complete)
+
+
+def bounded(steps: Sequence[Step], limit: int = MAX_STEPS, *, cut: StepCounts | None = None
+            ) -> tuple[tuple[Step, ...], int, StepCounts | None]:
+    """At most ``limit`` steps: the first and the last half kept (a call at the end, a
+    forbidden one after a long loop, is still seen), the middle left out and counted; with the
+    counts of every step when some were left out (``None``: the steps say it all). ``cut``:
+    steps already left out before these (a trace buffer's bound), counted in."""
+    if len(steps) <= limit and cut is None:
+        return tuple(steps), 0, None
+    head = limit - limit // 2
+    tail = limit // 2
+    kept = tuple(steps) if len(steps) <= limit else (
+        (*steps[:head], *steps[len(steps) - tail:]) if tail else tuple(steps[:head]))
+    counts = StepCounts.of(steps)
+    if cut is not None:
+        counts = counts.plus(cut)
+    dropped = counts.steps - len(kept)
+    return kept, dropped, counts if dropped else None

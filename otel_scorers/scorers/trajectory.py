@@ -39,7 +39,7 @@ from otel_scorers.errors import ConfigError, ScorerInputError
 from otel_scorers.registry import Flag, Options, ScorerType, option
 from otel_scorers.scorers.analysis import CriterionVerdict, RubricAnalysis
 from otel_scorers.scorers.base import BaseScorer, validate_scale
-from otel_scorers.scorers.checks import no_steps_result, same_call
+from otel_scorers.scorers.checks import no_steps_result, same_call, steps_truncated_result
 from otel_scorers.scorers.expectation import (
     Expectation,
     ExpectedStep,
@@ -152,7 +152,12 @@ class TrajectoryScorer(BaseScorer):
         if failures is not None:
             parts.append(failures)
         if want.blacklist or want.blacklisted_sequences:
-            parts.append(_blacklist(names, want))
+            parts.append(_blacklist(names, want, run))
+        if run.steps_dropped and not any(p.id == "blacklist" and not p.satisfied
+                                         for p in parts):
+            # the parts read the sequence of steps, and some were left out: only a
+            # blacklisted tool (counted over every step) decides a run that long
+            return steps_truncated_result(self.name, self.scale, run)
         return self._result(run, names, parts, counted)
 
     def _result(self, run: ScorerRun, names: Sequence[str], parts: list[CriterionVerdict],
@@ -272,8 +277,10 @@ def _tool_failures(tools: Sequence[Step], max_retries: int) -> CriterionVerdict 
                  f"{failed} failed call(s): {detail}")
 
 
-def _blacklist(names: Sequence[str], want: Expectation) -> CriterionVerdict:
-    tools = sorted(set(names).intersection(want.blacklist))
+def _blacklist(names: Sequence[str], want: Expectation, run: ScorerRun) -> CriterionVerdict:
+    # every tool called counts, the steps left out past the bound included (run.tool_count)
+    tools = sorted(name for name in set(want.blacklist)
+                   if name in names or run.tool_count(name))
     sequences = [seq for seq in want.blacklisted_sequences if seq and any(
         tuple(names[i:i + len(seq)]) == tuple(seq) for i in range(len(names) - len(seq) + 1))]
     violated = bool(tools or sequences)

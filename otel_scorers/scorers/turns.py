@@ -26,14 +26,17 @@ class Turn(BaseModel):
     assistant: str
     agent: str | None = None
     steps: tuple[Step, ...] = ()
+    #: steps of the turn not kept (past a session's bound per turn): a check that needs them
+    #: is not decided on the session
+    steps_dropped: int = 0
 
     @classmethod
     def of(cls, index: int, user: str, assistant: str, *, agent: str | None = None,
-           steps: Sequence[Step] = ()) -> Turn:
+           steps: Sequence[Step] = (), steps_dropped: int = 0) -> Turn:
         """A turn with both sides clipped to :data:`MAX_TURN_CHARS` (a visible marker)."""
         return cls(index=index, user=clip(user, MAX_TURN_CHARS) or "",
                    assistant=clip(assistant, MAX_TURN_CHARS) or "", agent=agent,
-                   steps=tuple(steps))
+                   steps=tuple(steps), steps_dropped=steps_dropped)
 
     @property
     def size(self) -> int:

@@ -142,3 +142,53 @@ def test_a_per_scorer_variable_no_scorer_takes_is_a_problem() -> None:
     _, _, problems = env_layer({"OTEL_SCORERS_TRAJECTORY_EXPECTED": "a,b"},
                                Settings().model_dump())
     assert problems and "no configured scorer takes expected" in problems[0]
+
+
+def long_run(telemetry: Telemetry, harmless: int, last: str | None) -> None:
+    """An agent that makes ``harmless`` lookups (each with its own arguments), then ``last``."""
+    tracer = telemetry.tracer()
+    with tracer.start_as_current_span("invoke_agent ops", attributes=genai_attributes(
+            prompt="Tidy my account", answer="Done.", agent="ops")):
+        for index in range(harmless):
+            with tracer.start_as_current_span("execute_tool lookup", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
+                    "gen_ai.tool.call.arguments": json.dumps({"page": index})}):
+                pass
+        if last is not None:
+            with tracer.start_as_current_span(f"execute_tool {last}", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": last,
+                    "gen_ai.tool.call.arguments": "{}"}):
+                pass
+
+
+def test_a_forbidden_call_after_the_200th_step_still_fails(
+        make_processor: Any, telemetry: Telemetry) -> None:
+    """A bound on the steps kept never turns a failing check into a pass: the calls past it
+    are counted (names and counts of every tool), the last steps are kept as well as the
+    first, and a check that needs what was left out is a counted steps_truncated decision."""
+    from otel_scorers import ChecksScorer, TrajectoryScorer
+
+    processor = make_processor([
+        TrajectoryScorer(blacklist=["delete_account"], name="trajectory"),
+        ChecksScorer(["did_not_call delete_account", "max_tool_calls 300"], name="limits"),
+        ChecksScorer(["tool_order delete_account, lookup"], name="order")])
+    long_run(telemetry, 250, "delete_account")
+    assert processor.force_flush(30_000)
+    stats = processor.stats()
+    spans = {s.attributes["gen_ai.evaluation.name"]: s.attributes
+             for s in telemetry.evaluation_spans()}
+    assert spans["trajectory"]["otel_scorers.pass"] is False
+    assert spans["trajectory"]["otel_scorers.score"] == 0.0  # blacklisted: the whole score
+    assert spans["limits"]["otel_scorers.pass"] is False
+    assert "otel_scorers.criterion.not_called_delete_account.satisfied" in spans["limits"]
+    assert spans["limits"]["otel_scorers.criterion.not_called_delete_account.satisfied"] is False
+    # an order the kept steps cannot show: not decided, counted, never a pass
+    assert stats["order"] == {"selected": 1, "filtered": 1}
+    assert processor.health()["scorers"]["order"]["decisions"]["filtered"] == {
+        "steps_truncated": 1}
+    telemetry.spans_out.clear()
+    long_run(telemetry, 5_001, None)
+    assert processor.force_flush(60_000)
+    limits = [s.attributes for s in telemetry.evaluation_spans("limits")][-1]
+    assert limits["otel_scorers.pass"] is False  # 5,001 calls is more than 300
+    assert limits["otel_scorers.criterion.max_tool_calls_300.satisfied"] is False

@@ -4,6 +4,7 @@ judge scripted at the HTTP boundary."""
 
 from __future__ import annotations
 
+import json
 import pickle
 from typing import Any
 
@@ -246,3 +247,28 @@ def test_what_the_tools_returned_is_redacted_and_fenced(
     text = judge_server.requests[-1].text
     assert "jane@example.com" not in text
     assert "BEGIN context>>>" in text  # fenced as untrusted data
+
+
+def test_checks_count_every_step_of_a_run_given_as_data() -> None:
+    """Past the bound on the steps kept, counts decide: a forbidden call after 200 harmless
+    ones fails did_not_call and the blacklist; 5,001 calls fail max_tool_calls 300."""
+    from otel_scorers import ScorerRun, TrajectoryScorer
+    from otel_scorers.scorers.checks_scorer import ChecksScorer
+
+    def run_of_calls(count: int, last: str | None) -> ScorerRun:
+        steps = [{"kind": "tool", "name": "lookup", "arguments": json.dumps({"page": i})}
+                 for i in range(count)]
+        if last:
+            steps.append({"kind": "tool", "name": last})
+        return ScorerRun.coerce({"input": "q", "output": "a", "steps": steps})
+
+    run = run_of_calls(250, "delete_account")
+    assert run.steps_dropped == 51 and run.steps[-1].name == "delete_account"
+    assert ChecksScorer(["did_not_call delete_account"]).run(run).passed is False
+    assert TrajectoryScorer(blacklist=["delete_account"]).run(run).passed is False
+    many = run_of_calls(5_001, None)
+    assert ChecksScorer(["max_tool_calls 300"]).run(many).passed is False
+    assert ChecksScorer(["called_tool lookup"]).run(many).passed is True  # counted, known
+    undecided = ChecksScorer(["no_loops 3"]).run(run_of_calls(300, None))
+    assert undecided.skipped == "steps_truncated" and undecided.reported().score is None
+    assert TrajectoryScorer(["lookup"]).run(many).skipped == "steps_truncated"

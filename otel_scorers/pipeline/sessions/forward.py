@@ -45,7 +45,7 @@ class TurnForwarder:
         body, attributes = encode_turn(TurnRecord(
             key, turn.user, turn.assistant, system,
             [step.model_dump(exclude_defaults=True) for step in turn.steps], turn.agent,
-            start_ns, span_name))
+            start_ns, span_name, turn.steps_dropped))
         context: Context | None = None
         if trace_id and span_id:
             context = trace.set_span_in_context(NonRecordingSpan(SpanContext(

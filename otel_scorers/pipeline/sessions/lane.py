@@ -35,7 +35,7 @@ from otel_scorers.pipeline.sessions.store import OpenSession, SessionStore, Stor
 from otel_scorers.pipeline.slots import Slot
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.run import ScorerRun, session_run
-from otel_scorers.scorers.steps import Step
+from otel_scorers.scorers.steps import Step, bounded
 from otel_scorers.scorers.turns import MAX_TURN_CHARS, Turn
 
 __all__ = ["SessionJob", "SessionLane"]
@@ -178,8 +178,9 @@ class SessionLane:
     def turn_of(self, run: ScorerRun, span: ReadableSpan, agent: str | None) -> StoredTurn:
         """The captured run of an interaction as a turn, the way a session keeps it."""
         context = span.context
-        turn = Turn.of(0, run.user_prompt or "", run.response, agent=agent,
-                       steps=self._kept(run.steps))
+        kept, cut = self._kept(run.steps)
+        turn = Turn.of(0, run.user_prompt or "", run.response, agent=agent, steps=kept,
+                       steps_dropped=cut + run.steps_dropped)
         trace_id, span_id = (context.trace_id, context.span_id) if context else (0, 0)
         return StoredTurn(turn, span.start_time or 0, trace_id, span_id, span.name)
 
@@ -200,20 +201,23 @@ class SessionLane:
                     steps.append(Step.model_validate(item))
                 except ValidationError:
                     continue  # a step we cannot read: the rest of the turn still counts
-            turn = Turn.of(0, record.user, record.assistant, agent=record.agent,
-                           steps=self._kept(steps))
+            kept, cut = self._kept(steps)
+            turn = Turn.of(0, record.user, record.assistant, agent=record.agent, steps=kept,
+                           steps_dropped=cut + record.steps_dropped)
             system = record.system[:MAX_TURN_CHARS] if record.system else None
             self.store.add(key, slots, StoredTurn(turn, record.start_ns, trace_id, span_id,
                                                   record.span_name),
                            system=system, agent=turn.agent, rubric=self._rubric_for(turn.agent))
         return True
 
-    def _kept(self, steps: Sequence[Step]) -> tuple[Step, ...]:
-        """What a session keeps of a turn's steps: none unless a session scorer reads them;
-        then its tool calls, retrievals and handoffs, cut short."""
+    def _kept(self, steps: Sequence[Step]) -> tuple[tuple[Step, ...], int]:
+        """What a session keeps of a turn's steps, and how many acts it leaves out: none
+        unless a session scorer reads them; then its tool calls, retrievals and handoffs, the
+        first and the last of them, cut short."""
         if not self.keep_steps:
-            return ()
-        return tuple(_small(step) for step in steps if step.kind != "llm")[:MAX_TURN_STEPS]
+            return (), 0
+        kept, cut, _ = bounded([step for step in steps if step.kind != "llm"], MAX_TURN_STEPS)
+        return tuple(_small(step) for step in kept), cut
 
     # -- sessions out ------------------------------------------------------------------------
     def due(self) -> list[SessionJob]:
