@@ -32,6 +32,7 @@ from otel_scorers.emit.metrics import ScorerMetrics
 from otel_scorers.emit.spans import Emitter
 from otel_scorers.errors import ConfigError, EnvConfigError
 from otel_scorers.judge.client import JudgeClient
+from otel_scorers.judge.redact import RegexRedactor
 from otel_scorers.judge.retry import RetryPolicy
 from otel_scorers.pipeline.ask import Asker
 from otel_scorers.pipeline.cache import ResultCache
@@ -143,7 +144,9 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
         enriched.append(EnrichedExport(exporter, hold_timeout_s=settings.hold_timeout_s,
                                        max_held=settings.max_held,
                                        on_unscored=metrics.unscored))
-    policy = ContentPolicy(settings.reasons, settings.max_reason_chars)
+    policy = ContentPolicy(settings.reasons, settings.max_reason_chars,
+                           redactor=RegexRedactor() if settings.judge.redact else None,
+                           run_content=settings.exported_content != "strip")
     configured = rubrics_from(settings, rubrics)
     sinks = sinks_from(settings, policy, count=metrics.sink, log_once=log_once)
     reader = RunReader(log_once, mapping=mapping, extractor=extractor,

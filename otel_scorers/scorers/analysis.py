@@ -135,9 +135,10 @@ class RubricAnalysis(Analysis):
     criteria: tuple[CriterionVerdict, ...]
     overall_assessment: str = ""
     required_unmet: int = 0
-    #: The rubric came with the run (a span attribute, the request context): application
-    #: content, so telemetry without content (``reasons="none"``) must not carry its text,
-    #: not even as criterion-id slugs.
+    #: The criteria came with the run (a rubric in a span attribute or the request context;
+    #: a tool-use call): application content, so telemetry without content
+    #: (``reasons="none"``) must not carry its text, not even as criterion-id slugs, and with
+    #: ``exported_content: strip`` the descriptions stay behind.
     dynamic: bool = False
     #: whether each criterion's verdict is counted in the criterion-verdict metric (false where
     #: the ids are positions with no meaning across runs: a claim, a step)
@@ -172,11 +173,12 @@ class RubricAnalysis(Analysis):
             n.ATTR_REQUIRED_UNMET: self.required_unmet,
             n.ATTR_OVERALL_ASSESSMENT: policy.text(self.overall_assessment),
         }
+        described = policy.run_text if self.dynamic else policy.text
         for ident, criterion in zip(ids, self.criteria, strict=True):
             base = f"{n.ATTR_CRITERION}.{ident}."
             out[base + "satisfied"] = criterion.satisfied
             out[base + "required"] = criterion.required
-            out[base + "description"] = policy.text(criterion.description)
+            out[base + "description"] = described(criterion.description)
             out[base + "reasoning"] = policy.text(criterion.reasoning)
             out[base + "score"] = criterion.score
         return {key: value for key, value in out.items() if value is not None}
@@ -193,7 +195,8 @@ class RubricAnalysis(Analysis):
             if criterion.score is not None:
                 row["score"] = criterion.score
             if content:
-                row["description"] = policy.text(criterion.description)
+                row["description"] = (policy.run_text if self.dynamic else policy.text)(
+                    criterion.description)
                 row["reasoning"] = policy.text(criterion.reasoning)
             criteria.append(row)
         return {"criteria": criteria[:100]}

@@ -142,13 +142,14 @@ class ToolUseScorer(LLMScorer):
         answer: Any = judgement.value
         verdicts: list[CriterionVerdict] = []
         ids = call_ids(judged)
+        shown = self.judge.redactor or (lambda text: text)  # what the judge saw, no more
         for index, (step, ident) in enumerate(zip(judged, ids, strict=True), start=1):
             verdict = getattr(answer.calls, f"s{index}")
             notes = [] if verdict.appropriate else ["not appropriate"]
             if not verdict.arguments_correct:
                 notes.append("wrong arguments")
             verdicts.append(CriterionVerdict(
-                id=ident, description=f"call {index}: {prompts.render_step(step)[:300]}",
+                id=ident, description=f"call {index}: {shown(prompts.render_step(step))[:300]}",
                 required=True, satisfied=verdict.appropriate and verdict.arguments_correct,
                 reasoning=(", ".join(notes) + ": " if notes else "") + verdict.reasoning))
         known = {tool.name for tool in run.tools} | {step.name for step in judged}
@@ -168,8 +169,12 @@ class ToolUseScorer(LLMScorer):
                                    dynamic=True, calls=total, missing_tools=missing)
         lines = [f"Tool use {level:.2f}: {good} of {len(judged)} call(s) right"
                  + (f", {len(missing)} needed tool(s) never called" if missing else "") + "."]
-        lines += [f"- [{'PASS' if v.satisfied else 'FAIL'}] {v.description} — {v.reasoning}"
-                  for v in verdicts]
+        # the reason names each call by its tool (its arguments and result are the run's
+        # content: in the criteria, under the content policy, never in the reason)
+        names = [f"call {i}: tool {step.name}" for i, step in enumerate(judged, start=1)]
+        names += [v.description for v in verdicts[len(judged):]]
+        lines += [f"- [{'PASS' if v.satisfied else 'FAIL'}] {name} — {v.reasoning}"
+                  for name, v in zip(names, verdicts, strict=True)]
         if total > len(judged):
             lines.append(f"{total - len(judged)} later call(s) were not judged "
                          f"(at most {MAX_JUDGED_CALLS} per run).")

@@ -169,3 +169,52 @@ def test_stripped_spans_keep_their_other_attributes() -> None:
     assert dict(out.attributes) == {"gen_ai.request.model": "gpt-x", "http.method": "POST"}
     assert [dict(e.attributes) for e in out.events] == [{"index": 0}]
     provider.shutdown()
+
+
+def test_what_the_judge_never_saw_never_leaves_in_results(
+        judge_server: ScriptedJudgeServer, make_processor: Any, judge: Any,
+        telemetry: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tool use copies the calls into its result: with redaction on and ``exported_content:
+    strip``, a card number and an e-mail in a tool's arguments (redacted before the judge saw
+    them) leave neither in the evaluation span nor in what Phoenix and MLflow would be sent;
+    the verdicts, tool names and judge text still do."""
+    import json
+
+    from otel_scorers import ToolUseScorer
+    from otel_scorers.backends import Evaluated, MLflowSink, PhoenixSink
+    from otel_scorers.judge.client import JudgeClient
+    from tests.conftest import FAST_RETRY
+    from tests.support import genai_attributes
+
+    judge_server.responder = judge_responder()
+    monkeypatch.setenv("OTEL_SCORERS_REDACT", "true")
+    redacting = JudgeClient(judge_server.model, api_base=judge_server.url, api_key="k",
+                            retry=FAST_RETRY, redactor=True)
+    processor = make_processor([ToolUseScorer(redacting)], exported_content="strip")
+    card, email = "4111 1111 1111 1111", "jane.doe@example.com"
+    tracer = telemetry.tracer()
+    with tracer.start_as_current_span("invoke_agent pay", attributes=genai_attributes(
+            prompt="Pay my bill", answer="Paid.", agent="pay")), \
+            tracer.start_as_current_span("execute_tool charge", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "charge",
+                "gen_ai.tool.call.arguments": json.dumps({"card": card, "email": email}),
+                "gen_ai.tool.call.result": f"charged {card}, receipt to {email}"}):
+        pass
+    assert processor.force_flush(20_000)
+    judged = "\n".join(request.text for request in judge_server.requests)
+    assert card not in judged and email not in judged  # redacted before the judge
+    (span,) = telemetry.evaluation_spans("tool_use")
+    attrs = dict(span.attributes or {})
+    assert attrs["otel_scorers.pass"] is True and "gen_ai.evaluation.explanation" in attrs
+    leaving = json.dumps(attrs, default=str)
+    policy = processor._parts.evaluation.emission.policy  # every backend writes with it
+    item = Evaluated("0" * 32, "1" * 16, ToolUseScorer(redacting).run({
+        "input": "Pay my bill", "output": "Paid.",
+        "steps": [{"kind": "tool", "name": "charge",
+                   "arguments": json.dumps({"card": card, "email": email}),
+                   "result": f"charged {card}"}]}))
+    leaving += json.dumps(PhoenixSink("http://127.0.0.1:1", policy=policy).annotation(item))
+    leaving += json.dumps(MLflowSink("http://127.0.0.1:1", policy=policy).assessment(item))
+    for secret in (card, email, "4111", "jane.doe"):
+        assert secret not in leaving, f"{secret!r} would leave the process"
+    assert "charge" in leaving  # the tool's name, not its content
