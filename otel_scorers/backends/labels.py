@@ -19,7 +19,6 @@ reviewers do not label each call), never guessed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, TraceFlags
 
+from otel_scorers import safe_json
 from otel_scorers.backends.base import IDENTIFIER
 from otel_scorers.capture import capture_span
 from otel_scorers.errors import ConfigError
@@ -56,7 +56,7 @@ def labelled(name: str, run: ScorerRun | None, *, score: Any, label: Any, explan
         criteria = ours.get("criteria")
         if isinstance(criteria, str):  # MLflow keeps metadata as strings
             try:
-                criteria = json.loads(criteria)
+                criteria = safe_json.loads(criteria)
             except ValueError:
                 criteria = None
         criteria = [c for c in criteria or [] if isinstance(c, Mapping) and c.get("description")]

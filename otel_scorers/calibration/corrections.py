@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from otel_scorers import safe_json
 from otel_scorers.errors import ConfigError
 from otel_scorers.scorers.cases import LabelledCase, band_of, case_from_record
 
@@ -105,7 +106,6 @@ def _alignment(judged: float, corrected: Any, mode: Any) -> dict[str, Any]:
 def read_case_file(path: str) -> tuple[list[LabelledCase], int]:
     """The cases of a file of labelled cases or of corrected ``rescore`` lines (told apart
     line by line), and how many rescore lines had no correction."""
-    import json
     from pathlib import Path
 
 
@@ -120,7 +120,7 @@ def read_case_file(path: str) -> tuple[list[LabelledCase], int]:
             continue
         where = f"{path}, line {number}"
         try:
-            record = json.loads(line)
+            record = safe_json.loads(line)
         except (ValueError, RecursionError) as exc:
             raise ConfigError(f"{where}: not JSON ({exc})") from None
         if isinstance(record, dict) and is_rescore_line(record):

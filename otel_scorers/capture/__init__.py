@@ -23,13 +23,13 @@ Nothing here raises: a span without usable content yields ``Captured.run is None
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from otel_scorers import safe_json
 from otel_scorers.capture.conventions import (
     AGENT_NAME_KEYS,
     CaptureError,
@@ -301,7 +301,7 @@ def _rubric_value(value: Any) -> Any:
     """A rubric attribute: a checklist string, a JSON list, or a list of strings."""
     if isinstance(value, str) and value.lstrip().startswith("["):
         try:
-            return json.loads(value)
+            return safe_json.loads(value)
         except (ValueError, RecursionError):
             return value  # not JSON after all: read it as a checklist
     if isinstance(value, Sequence) and not isinstance(value, str):

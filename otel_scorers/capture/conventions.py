@@ -9,11 +9,11 @@ are in :mod:`otel_scorers.capture.readers`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from otel_scorers import safe_json
 from otel_scorers.capture.serialized import Quality, is_blank, read_value
 from otel_scorers.names import Reason
 from otel_scorers.scorers.run import Message, messages_from
@@ -150,7 +150,7 @@ def parse_json(value: Any, key: str) -> Any:
     if not stripped or stripped[0] not in "[{":
         return value
     try:
-        return json.loads(value)
+        return safe_json.loads(value)
     except (ValueError, RecursionError) as exc:
         raise CaptureError(Reason.MALFORMED, f"{key} is not valid JSON: {exc}") from None
 

@@ -16,13 +16,13 @@ Known fields are searched in a fixed order per side, so that an output wrapper's
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from otel_scorers import safe_json
 from otel_scorers.scorers.run import Message, text_of, tool_calls_of
 
 __all__ = ["BLANK_PLACEHOLDERS", "Decoded", "Quality", "is_blank", "looks_like_repr",
@@ -124,7 +124,7 @@ def _text(value: str, role: str, out: Decoded, depth: int) -> None:
         return
     if stripped[0] in "[{" and depth < _MAX_DEPTH:
         try:
-            decoded = json.loads(stripped)
+            decoded = safe_json.loads(stripped)
         except (ValueError, RecursionError):
             decoded = None
         if isinstance(decoded, Mapping | list):

@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from otel_scorers import safe_json
 from otel_scorers.capture import kinds
 from otel_scorers.capture.conventions import Found
 from otel_scorers.capture.pieces import Piece
@@ -95,7 +96,7 @@ def _is_object(text: str | None) -> bool:
     if not text or not text.lstrip().startswith("{"):
         return False
     try:
-        return isinstance(json.loads(text), dict)
+        return isinstance(safe_json.loads(text), dict)
     except ValueError:
         return False
 
@@ -144,7 +145,7 @@ def _definitions(attrs: Mapping[str, Any]) -> list[Any]:
 def _json(value: Any) -> Any:
     if isinstance(value, str) and len(value) <= MAX_DEFINITIONS_CHARS:
         try:
-            return json.loads(value)
+            return safe_json.loads(value)
         except ValueError:
             return None
     return value
@@ -211,7 +212,7 @@ def tool_result(raw: str | None) -> tuple[str | None, str | None]:
     if raw is None or not raw.lstrip().startswith(("{", "[")) or len(raw) > MAX_DEFINITIONS_CHARS:
         return raw, None
     try:
-        value = json.loads(raw)
+        value = safe_json.loads(raw)
     except ValueError:
         return raw, None
     if isinstance(value, Mapping) and "tool_name" in value and ("raw_output" in value

@@ -35,7 +35,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from otel_scorers import http
+from otel_scorers import http, safe_json
 from otel_scorers.errors import (
     JudgeAuthError,
     JudgeConnectionError,
@@ -117,7 +117,7 @@ class DirectTransport:
                 error.missing = "Authorization" not in self._headers
             raise error
         try:
-            payload = json.loads(data)
+            payload = safe_json.loads(data)
             choice = payload["choices"][0]
             message = choice["message"]
             usage = payload.get("usage") or {}
@@ -164,7 +164,7 @@ def _table() -> dict[str, Any]:
     for location in locations:
         path = Path(location) / "model_prices_and_context_window_backup.json"
         try:
-            loaded = json.loads(path.read_text(encoding="utf-8"))
+            loaded = safe_json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if isinstance(loaded, dict):
@@ -236,7 +236,7 @@ async def _read_limited(response: Any) -> bytes:
 def _error_text(data: bytes) -> str:
     """The provider's error message (OpenAI error format), else the start of the body."""
     try:
-        payload = json.loads(data)
+        payload = safe_json.loads(data)
         message = payload["error"]["message"] if isinstance(payload.get("error"), dict) \
             else payload.get("error") or payload.get("message")
         if isinstance(message, str):

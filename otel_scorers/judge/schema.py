@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from otel_scorers import safe_json
+
 __all__ = ["answer_schema", "correction", "parse_answer", "problems"]
 
 T = TypeVar("T", bound=BaseModel)
@@ -55,7 +57,7 @@ def _tolerant_json(text: str) -> Any:
         if candidate is None:
             continue
         try:
-            return json.loads(candidate, strict=False)
+            return safe_json.loads(candidate, strict=False)
         except (ValueError, RecursionError):
             continue
     return None
@@ -90,7 +92,7 @@ def _schema(model: type[BaseModel], strict: bool) -> str:
 
 def answer_schema(model: type[BaseModel], *, strict: bool = False) -> dict[str, Any]:
     """The JSON schema of an answer model with ``$ref`` inlined (providers vary on refs)."""
-    loaded: dict[str, Any] = json.loads(_schema(model, strict))
+    loaded: dict[str, Any] = safe_json.loads(_schema(model, strict))
     return loaded
 
 

@@ -21,6 +21,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from otel_scorers import safe_json
 from otel_scorers.errors import OtelScorersError
 
 __all__ = ["MAX_MESSAGE_BYTES", "SIGNALS", "OTLPDecodeError", "decode", "decode_request",
@@ -94,7 +95,7 @@ def from_protobuf(body: bytes, kind: type[Any] = ExportTraceServiceRequest) -> A
 
 def from_json(body: bytes | str, kind: type[Any] = ExportTraceServiceRequest) -> Any:
     try:
-        data = json.loads(body)
+        data = safe_json.loads(body)
     except RecursionError:
         raise OTLPDecodeError("JSON is nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as exc:

@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from otel_scorers import safe_json
 from otel_scorers.otlp.bodies import OTLPDecodeError
 
 __all__ = ["spans_of", "split_by_trace"]
@@ -140,7 +141,7 @@ def _jsonable(value: Any) -> Any:
         return [_jsonable(v) for v in value]
     if isinstance(value, str) and value[:1] in "{[":
         try:
-            return json.loads(value)
+            return safe_json.loads(value)
         except ValueError:
             return value
     return value

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import IO, Any
 
+from otel_scorers import safe_json
 from otel_scorers.pipeline.sessions import SessionJob
 from otel_scorers.rescore.runs import RunRef
 from otel_scorers.scorers.result import ScoreResult
@@ -50,7 +51,7 @@ def done_pairs(path: Path) -> set[tuple[str, str, str]]:
     with path.open(encoding="utf-8") as stream:
         for line in stream:
             try:
-                record = json.loads(line)
+                record = safe_json.loads(line)
                 key = (record["trace_id"], record["span_id"], record["scorer"])
             except (ValueError, KeyError, TypeError, RecursionError):
                 continue

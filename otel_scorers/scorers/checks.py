@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from otel_scorers import safe_json
 from otel_scorers.errors import ConfigError
 from otel_scorers.scorers.analysis import CriterionVerdict
 from otel_scorers.scorers.result import ScoreResult
@@ -275,7 +276,7 @@ def normalized_arguments(arguments: str | None) -> str:
     if not arguments:
         return ""
     try:
-        return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
+        return json.dumps(safe_json.loads(arguments), sort_keys=True, separators=(",", ":"))
     except ValueError:
         return arguments.strip()
 

@@ -16,6 +16,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from otel_scorers import safe_json
 from otel_scorers.errors import ConfigError
 from otel_scorers.scorers.analysis import CriterionVerdict
 from otel_scorers.scorers.steps import Step, StepKind
@@ -57,7 +58,7 @@ class ExpectedStep(BaseModel):
         if not self.arguments:
             return True
         try:
-            actual = json.loads(step.arguments or "{}")
+            actual = safe_json.loads(step.arguments or "{}")
         except ValueError:
             return False
         return isinstance(actual, dict) and all(

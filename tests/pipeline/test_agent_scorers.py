@@ -192,3 +192,25 @@ def test_a_forbidden_call_after_the_200th_step_still_fails(
     limits = [s.attributes for s in telemetry.evaluation_spans("limits")][-1]
     assert limits["otel_scorers.pass"] is False  # 5,001 calls is more than 300
     assert limits["otel_scorers.criterion.max_tool_calls_300.satisfied"] is False
+
+
+@pytest.mark.parametrize("hostile", ["[" * 1024, "[" * 5000 + "]" * 5000, "{\"a\":" * 3000])
+def test_one_hostile_tool_value_is_one_unreadable_step_the_run_still_scored(
+        make_processor: Any, telemetry: Telemetry, hostile: str) -> None:
+    """JSON nested past the interpreter's recursion limit in a tool's result and arguments
+    (where json.loads raises RecursionError, not ValueError) is text that could not be read:
+    every scorer of the run still judges it."""
+    from otel_scorers import ChecksScorer, TrajectoryScorer
+
+    processor = make_processor([TrajectoryScorer(["lookup"]),
+                                ChecksScorer(["called_tool lookup", "no_loops 3"])])
+    tracer = telemetry.tracer()
+    with tracer.start_as_current_span("invoke_agent ops", attributes=genai_attributes(
+            prompt="Find it", answer="Found.", agent="ops")), \
+            tracer.start_as_current_span("execute_tool lookup", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
+                "gen_ai.tool.call.arguments": hostile, "gen_ai.tool.call.result": hostile}):
+        pass
+    assert processor.force_flush(20_000)
+    assert processor.stats() == {"trajectory": {"selected": 1, "scored": 1},
+                                 "checks": {"selected": 1, "scored": 1}}
