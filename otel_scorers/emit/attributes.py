@@ -55,7 +55,7 @@ def result_attributes(result: ScoreResult, prefix: str,
         put(n.ATTR_CACHED, True)
     if result.error is not None:
         put(n.ATTR_ERROR_TYPE, result.error.type)
-        put(n.ATTR_ERROR_MESSAGE, policy.text(result.error.message))
+        put(n.ATTR_ERROR_MESSAGE, policy.run_text(result.error.message))  # may quote the run
     if result.judge is not None:
         usage = result.judge
         put(n.ATTR_JUDGE_MODEL, usage.model)

@@ -30,9 +30,10 @@ Memory is bounded by ``max_inflight`` requests of at most ``max_body_bytes`` eac
 size; see the README for the measured bound), plus the pipeline's queue and buffer.
 
 Evaluation spans, ``gen_ai.evaluation.result`` events and metrics go upstream over OTLP too.
-``GET /health`` reports liveness and the pipeline's state; ``GET /metrics`` is the Prometheus
-exposition of the gateway's and the pipeline's metrics. Both are unauthenticated and carry no
-secrets.
+``GET /health`` reports liveness to anyone and, with the token when one is set, the pipeline's
+state (decisions, the judge's last error under the content policy); ``GET /metrics`` is the
+Prometheus exposition of the gateway's and the pipeline's metrics (numbers and bounded labels,
+no text), unauthenticated for scrapers. Neither carries a secret.
 
 Scaling out: several replicas behind the Collector's ``loadbalancing`` exporter with
 ``routing_key: traceID`` (see ``collector-config/``), so all of a trace reaches one replica.
@@ -315,7 +316,11 @@ class Gateway:
         return web.Response(body=body, status=status, content_type=_PROTOBUF, headers=extra)
 
     # -- GET /health, /metrics -----------------------------------------------------------------
-    async def health(self, _request: web.Request) -> web.Response:
+    async def health(self, request: web.Request) -> web.Response:
+        """Liveness for anyone (a load balancer's probe); the pipeline's state (counts, the
+        judge's last error) only with the token, when one is set."""
+        if self.auth is not None and not self.auth.allows(request.headers.get("Authorization")):
+            return web.json_response({"status": "ok", "version": __version__})
         return web.json_response({
             "status": "ok", "version": __version__, "upstream": self.shown_upstream,
             "inflight_requests": self._inflight, "requests": self.counts,

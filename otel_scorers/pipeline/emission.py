@@ -45,7 +45,7 @@ class Emission:
                  enriched: EnrichedExport | None = None) -> None:
         self.counts, self.metrics, self.emitter = counts, metrics, emitter
         self.policy, self.log_once = policy, log_once
-        self.health = health if health is not None else Health()
+        self.health = health if health is not None else Health(policy=policy)
         self.sinks, self.enriched = sinks, enriched
 
     def reset_after_fork(self) -> None:

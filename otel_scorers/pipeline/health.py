@@ -19,9 +19,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from otel_scorers.policy import ContentPolicy
 from otel_scorers.scorers.result import ScoreResult
 
 __all__ = ["Health", "fix_for", "report"]
+
+#: What stands for an error's text the content policy keeps in
+WITHHELD = "(the error text is withheld by the content policy: reasons, exported_content)"
 
 logger = logging.getLogger("otel_scorers.health")
 
@@ -87,8 +91,12 @@ class Health:
     """Judge health per scorer (see the module docstring). Thread-safe enough: updated on the
     library's event loop only."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.time,
+                 policy: ContentPolicy | None = None) -> None:
         self._clock = clock
+        #: what of an error's text may be shown (an error may quote the request: it is run
+        #: content, shown only as the content policy lets run text out)
+        self.policy = policy or ContentPolicy()
         self._scorers: dict[str, _Scorer] = {}
         self._said: set[tuple[str, str]] = set()
 
@@ -116,9 +124,9 @@ class Health:
                 state.said.clear()
             return
         state.failures[error.type] += 1
-        state.last_error = {"type": error.type, "message": error.message,
-                            "at": self._clock()}
-        self._say(scorer, state, error.type, error.message, judge)
+        message = self.policy.run_text(error.message) or WITHHELD
+        state.last_error = {"type": error.type, "message": message, "at": self._clock()}
+        self._say(scorer, state, error.type, message, judge)
 
     def _say(self, scorer: str, state: _Scorer, kind: str, message: str, judge: Any) -> None:
         if kind == "timeout":

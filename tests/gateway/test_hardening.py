@@ -543,3 +543,51 @@ def test_sigterm_during_a_hung_forward_exits_within_the_forward_timeout(
     # forward timeout 3 s, then evaluations and the telemetry flush within the shutdown timeout
     # (2 s each); before, each of three exports to the hung upstream took its 10 s in turn
     assert took < 11, f"the gateway took {took:.1f} s to stop"
+
+
+def _health_with(url: str, token: str | None) -> dict[str, Any]:
+    import urllib.request
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(f"{url}/health", headers=headers)
+    with urllib.request.urlopen(request, timeout=5) as response:
+        data: dict[str, Any] = json.loads(response.read())
+        return data
+
+
+def test_health_shows_state_only_with_the_token_and_error_texts_under_the_policy(
+        judge_server: ScriptedJudgeServer, tmp_path: Path) -> None:
+    """A judge error that quotes the prompt stays out of /health: without the token the
+    gateway answers liveness alone; with it, the last error's text passes the content policy
+    (here ``reasons: none`` and ``exported_content: strip``: withheld, its type kept)."""
+    from otel_scorers.testing import fault
+
+    secret = "Zebulon launch codes"
+    judge_server.responder = lambda _request: fault(
+        400, message=f"invalid request: {secret} is not allowed")
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    config = _config(tmp_path, judge_server, reasons="none", exported_content="strip")
+    provider = TracerProvider()
+    kept = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(kept))
+    with provider.get_tracer("app").start_as_current_span(
+            "invoke_agent bot", attributes=genai_attributes(prompt=f"Tell me the {secret}")):
+        pass
+    body = encode_spans(kept.get_finished_spans()).SerializeToString()
+    with recorder() as upstream, gateway(config, upstream.url,
+                                         args=("--token-file", str(token_file))) as url:
+        status, _, _ = _post_with(url, body, {"Authorization": f"Bearer {TOKEN}",
+                                              "Content-Type": "application/x-protobuf"})
+        assert status == 200
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            state = _health_with(url, TOKEN)
+            if state["health"]["scorers"]["rubric"]["last_error"]:
+                break
+            time.sleep(0.2)
+        anonymous = _health_with(url, None)
+        assert set(anonymous) == {"status", "version"}  # liveness, nothing of the pipeline
+        last = state["health"]["scorers"]["rubric"]["last_error"]
+        assert last["type"] == "request_rejected"
+        assert secret not in json.dumps(state) and "withheld" in last["message"]
