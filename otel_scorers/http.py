@@ -17,7 +17,7 @@ from typing import Any
 
 from otel_scorers import background_loop
 
-__all__ = ["TooLarge", "close_all", "read_bounded", "shared"]
+__all__ = ["TooLarge", "close_all", "read_bounded", "shared", "shown_url"]
 
 #: (pid, id of the loop, purpose) -> session
 _sessions: dict[tuple[int, int, str], Any] = {}
@@ -43,6 +43,30 @@ async def close_all() -> None:
     for key in [k for k in _sessions if k[0] == os.getpid() and k[1] == loop]:
         session = _sessions.pop(key)
         await session.close()
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be printed anywhere (a start line, an error, ``check-config``): the
+    password of its authority and every query value masked (``****``), the rest as written;
+    ``<invalid URL>`` for text that does not parse as one."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return "<invalid URL>"
+    netloc = parts.netloc
+    if parts.username is not None or parts.password is not None:
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        user = f"{parts.username}:****" if parts.password is not None else "****"
+        netloc = f"{user}@{host}" + (f":{port}" if port else "")
+    query = urlencode([(key, "****") for key, _ in parse_qsl(parts.query,
+                                                            keep_blank_values=True)],
+                      safe="*") if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
 class TooLarge(Exception):

@@ -15,13 +15,13 @@ by a URL without credentials.
 from __future__ import annotations
 
 import json
-import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from otel_scorers import http
 from otel_scorers.errors import ConfigError, SinkError
+from otel_scorers.http import shown_url
 from otel_scorers.policy import ContentPolicy
 from otel_scorers.scorers.analysis import rendering
 from otel_scorers.scorers.result import ScoreResult
@@ -57,15 +57,6 @@ class ResultSink(Protocol):
 
     async def write(self, batch: Sequence[Evaluated]) -> None:
         """Write ``batch``; raise :class:`SinkError` when it was not written."""
-
-
-def shown_url(url: str) -> str:
-    """``url`` as it may be printed: any ``user:password@`` taken out, no query string."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def base_url(url: str, what: str) -> str:

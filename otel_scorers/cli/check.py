@@ -32,7 +32,8 @@ def check_config(config_file: str | None, as_json: bool, ping: bool) -> None:
         resolved = load_settings(config=config_file)
     except ConfigError as exc:
         raise UsageProblem(str(exc)) from exc
-    data = resolved.settings.model_dump(mode="json")
+    # printed, never a secret: keys are SecretStr (dumped as ****), URLs' credentials masked
+    data = _shown(resolved.settings.model_dump(mode="json"))
     if as_json and not ping:
         click.echo(json.dumps(data, indent=2))
     elif not as_json:
@@ -81,6 +82,19 @@ def _ping(settings: Any, as_json: dict[str, Any] | None) -> None:
         click.echo(f"{where}: {state} in {result.latency_s:.2f}s; structured output: {schema}")
     if not result.ok:
         raise Failed(f"the judge did not answer ({result.error_type}): {result.error}")
+
+
+def _shown(value: Any) -> Any:
+    """Settings as they may be printed: every URL's credentials and query values masked."""
+    from otel_scorers.http import shown_url
+
+    if isinstance(value, str) and "://" in value:
+        return shown_url(value)
+    if isinstance(value, list):
+        return [_shown(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _shown(item) for key, item in value.items()}
+    return value
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -170,8 +170,14 @@ def unknown_vars(env: Mapping[str, str]) -> list[str]:
 
 
 def _shown(name: str, raw: str) -> str:
-    """A value as it may be printed: never a key's."""
-    return "'****'" if name.endswith("API_KEY") else repr(raw[:80])
+    """A value as it may be printed: never a key's, never a URL's credentials."""
+    if name.endswith("API_KEY"):
+        return "'****'"
+    if "://" in raw:
+        from otel_scorers.http import shown_url
+
+        return repr(shown_url(raw)[:120])
+    return repr(raw[:80])
 
 
 def _invalid(data: Mapping[str, Any]) -> str:

@@ -20,7 +20,7 @@ import re
 import ssl
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from otel_scorers.judge.redact import mask_secrets
 
@@ -96,18 +96,10 @@ def server_tls(cert: str | None, key: str | None) -> ssl.SSLContext | None:
 
 
 def safe_url(url: str) -> str:
-    """``url`` without the credentials of its authority (``user:password@``)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<invalid URL>"
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    """``url`` as it may be printed: its credentials masked (``http.shown_url``)."""
+    from otel_scorers.http import shown_url
+
+    return shown_url(url)
 
 
 def url_secrets(url: str) -> list[str]:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 import time
-import urllib.parse
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from otel_scorers.http import shown_url
 from otel_scorers.policy import ContentPolicy
 from otel_scorers.scorers.result import ScoreResult
 
@@ -67,11 +67,7 @@ def _endpoint(judge: Any) -> str:
     """The judge as it may be printed: its model and its endpoint without credentials."""
     model = str(getattr(judge, "model", "?"))
     base = getattr(judge, "api_base", None)
-    if not base:
-        return model
-    parts = urllib.parse.urlsplit(str(base))
-    host = parts.netloc.rpartition("@")[2]
-    return f"{model} at {parts._replace(netloc=host, query='', fragment='').geturl()}"
+    return f"{model} at {shown_url(str(base))}" if base else model
 
 
 @dataclass

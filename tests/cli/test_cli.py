@@ -270,3 +270,28 @@ def test_ping_through_the_direct_transport_never_loads_litellm(
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=120, check=False)
     assert done.stdout.strip().splitlines()[-1] == "exit 0 False", done.stdout + done.stderr
+
+
+def test_check_config_never_prints_a_url_credential(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Passwords in the MLflow tracking URI, the judge base URL and the session forward
+    endpoint (and secrets in their query strings) are masked in the table, in --json and in
+    the line that says a variable is bad."""
+    secrets = ("s3cr3t-mlflow", "s3cr3t-judge", "s3cr3t-fleet", "s3cr3t-query")
+    monkeypatch.setenv("OTEL_SCORERS_MLFLOW_TRACKING_URI",
+                       "http://ml:s3cr3t-mlflow@127.0.0.1:5000")
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_MODEL", "openai/x")
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_API_BASE",
+                       "http://me:s3cr3t-judge@127.0.0.1:1/v1?key=s3cr3t-query")
+    monkeypatch.setenv("OTEL_SCORERS_SESSION_FORWARD",
+                       "https://gw:s3cr3t-fleet@127.0.0.1:4318")
+    monkeypatch.setenv("COLUMNS", "1000")  # a table row whole on one line: nothing folded
+    for args in (["check-config"], ["check-config", "--json"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+        assert "127.0.0.1:5000" in result.output and "****" in result.output
+        for secret in secrets:
+            assert secret not in result.output, (args, secret)
+    monkeypatch.setenv("OTEL_SCORERS_SESSION_FORWARD", "ftp://gw:s3cr3t-fleet@127.0.0.1:21")
+    result = CliRunner().invoke(main, ["check-config"])
+    assert result.exit_code == 2 and "OTEL_SCORERS_SESSION_FORWARD" in result.output
+    assert "s3cr3t-fleet" not in result.output

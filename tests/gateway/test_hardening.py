@@ -269,7 +269,7 @@ def test_upstream_credentials_and_header_values_are_never_shown(
         "Basic ")  # the credentials still work: they are only never shown
     for text in (shown, body.decode("utf-8", "replace"), output):
         assert "pass-w0rd" not in text and "upstream-secret-value" not in text, text
-    assert f"http://{host}" in shown and "****" in body.decode("utf-8", "replace")
+    assert f"@{host}" in shown and "****" in body.decode("utf-8", "replace")  # masked
 
 
 # -- authentication and TLS ---------------------------------------------------------------------
