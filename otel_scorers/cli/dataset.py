@@ -29,7 +29,7 @@ from otel_scorers.scorers.cases import json_lines, read_lines
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.run import ScorerRun
 
-__all__ = ["Dataset", "Summary", "read_dataset", "score_dataset"]
+__all__ = ["Dataset", "OutputClosed", "Summary", "read_dataset", "score_dataset"]
 
 _KEYS = {"input", "output", "system", "rubric", "id", "steps", "tools", "context",
          "expected_trajectory", "turns", "session_id"}
@@ -137,6 +137,8 @@ def score_dataset(scorer: BaseScorer, runs: Iterable[tuple[int, ScorerRun]], out
     free), writing each result line as it comes."""
     summary = Summary()
 
+    closed: list[OSError] = []
+
     async def everything() -> None:
         gate = asyncio.Semaphore(concurrency)
         tasks: set[asyncio.Task[None]] = set()
@@ -146,25 +148,45 @@ def score_dataset(scorer: BaseScorer, runs: Iterable[tuple[int, ScorerRun]], out
                 result = (await scorer.arun(run)).reported()
             finally:
                 gate.release()
+            if closed:
+                return
             summary.add(result)
-            out.write(json.dumps({"line": number, **result.to_dict()}, ensure_ascii=False,
-                                 default=str, allow_nan=False) + "\n")
-            out.flush()
+            try:
+                out.write(json.dumps({"line": number, **result.to_dict()}, ensure_ascii=False,
+                                     default=str, allow_nan=False) + "\n")
+                out.flush()
+            except OSError as exc:  # the reader went away (`| head`): stop judging
+                closed.append(exc)
+                for other in tasks:
+                    other.cancel()
+                return
             if advance is not None:
                 advance()
 
         try:
             for number, run in runs:
                 await gate.acquire()
+                if closed:
+                    break
                 task = asyncio.get_running_loop().create_task(one(number, run))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
         finally:
             if tasks:
-                await asyncio.gather(*tasks)
+                await asyncio.gather(*tasks, return_exceptions=True)
 
     background_loop.run_sync(everything())
+    if closed:
+        raise OutputClosed(summary.records) from closed[0]
     return summary
+
+
+class OutputClosed(Exception):
+    """The results' reader went away (a closed pipe): scoring stopped after ``records``."""
+
+    def __init__(self, records: int) -> None:
+        super().__init__(f"the output was closed: stopped after {records} record(s)")
+        self.records = records
 
 
 def summary_table(summary: Summary, name: str) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -153,7 +154,12 @@ def _score_dataset(scorer: BaseScorer, path: Path, results: str | None, concurre
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from otel_scorers.cli.dataset import read_dataset, score_dataset, summary_table
+    from otel_scorers.cli.dataset import (
+        OutputClosed,
+        read_dataset,
+        score_dataset,
+        summary_table,
+    )
 
     runs = read_dataset(path)
     console = Console(stderr=True)
@@ -166,6 +172,11 @@ def _score_dataset(scorer: BaseScorer, path: Path, results: str | None, concurre
             task = bar.add_task("score", total=len(runs))
             summary = score_dataset(scorer, runs, out, concurrency=concurrency,
                                     advance=lambda: bar.advance(task))
+    except OutputClosed as closed:  # `... | head`: one line, no traceback, no more calls
+        if out is sys.stdout:  # nothing more may go to the closed pipe, not even at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        click.echo(f"Stopped: {closed}", err=True)
+        sys.exit(EXIT_FAILED)
     finally:
         if out is not sys.stdout:
             out.close()

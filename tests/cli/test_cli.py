@@ -295,3 +295,32 @@ def test_check_config_never_prints_a_url_credential(monkeypatch: pytest.MonkeyPa
     result = CliRunner().invoke(main, ["check-config"])
     assert result.exit_code == 2 and "OTEL_SCORERS_SESSION_FORWARD" in result.output
     assert "s3cr3t-fleet" not in result.output
+
+
+def test_a_dataset_piped_into_head_stops_at_once_without_a_traceback(
+        judge_server: ScriptedJudgeServer, tmp_path: Path) -> None:
+    """``score --dataset | head -1``: once the reader is gone, no more judge calls and no
+    tracebacks; one line on stderr says why it stopped."""
+    import os
+    import subprocess
+    import sys
+
+    from otel_scorers.testing import judge_responder
+
+    judge_server.responder = judge_responder(delay_s=0.05)
+    dataset = tmp_path / "runs.jsonl"
+    dataset.write_text("".join(json.dumps({"input": f"q{i}", "output": f"a{i}",
+                                           "rubric": "- answers"}) + "\n"
+                               for i in range(200)))
+    errors = tmp_path / "stderr.txt"
+    env = {**os.environ, "OTEL_SCORERS_JUDGE_MODEL": judge_server.model,
+           "OTEL_SCORERS_JUDGE_API_BASE": judge_server.url, "OTEL_SCORERS_JUDGE_API_KEY": "k"}
+    command = (f"{sys.executable} -m otel_scorers score --dataset {dataset} --concurrency 4 "
+               f"2>{errors} | head -1")
+    finished = subprocess.run(["bash", "-c", command], env=env, capture_output=True,
+                              text=True, timeout=120)
+    assert finished.stdout.count("\n") == 1 and '"line"' in finished.stdout
+    said = errors.read_text()
+    assert "Traceback" not in said and "Exception ignored" not in said, said
+    assert "Stopped: the output was closed" in said
+    assert len(judge_server.requests) <= 40, len(judge_server.requests)  # not all 200
