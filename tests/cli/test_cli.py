@@ -318,7 +318,7 @@ def test_a_dataset_piped_into_head_stops_at_once_without_a_traceback(
     command = (f"{sys.executable} -m otel_scorers score --dataset {dataset} --concurrency 4 "
                f"2>{errors} | head -1")
     finished = subprocess.run(["bash", "-c", command], env=env, capture_output=True,
-                              text=True, timeout=120)
+                              text=True, timeout=120, check=False)
     assert finished.stdout.count("\n") == 1 and '"line"' in finished.stdout
     said = errors.read_text()
     assert "Traceback" not in said and "Exception ignored" not in said, said
