@@ -74,6 +74,7 @@ ATTR_EVALUATED_SPAN_NAME: Final = "evaluated.span_name"
 ATTR_CAPTURE_SOURCE: Final = "capture.source"    # which convention the run was read from
 # A session evaluation (the whole conversation, reported on its last turn's span)
 ATTR_SESSION_ID: Final = "session.id"            # the session key (also gen_ai.conversation.id)
+ATTR_SESSION_SCOPE: Final = "session.scope"      # what scopes the key (service.name)
 ATTR_SESSION_FIRST_TURN: Final = "session.first_turn"  # the first turn judged (1)
 ATTR_SESSION_LAST_TURN: Final = "session.last_turn"    # the last turn judged
 ATTR_SESSION_TURNS: Final = "session.turns"      # turns the judge saw

@@ -20,4 +20,4 @@ def loads(text: str | bytes, **options: Any) -> Any:
     try:
         return json.loads(text, **options)
     except RecursionError:
-        raise ValueError("JSON nested too deep to read") from None
+        raise ValueError("JSON is nested too deeply") from None

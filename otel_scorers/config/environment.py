@@ -171,7 +171,7 @@ def unknown_vars(env: Mapping[str, str]) -> list[str]:
 
 def _shown(name: str, raw: str) -> str:
     """A value as it may be printed: never a key's, never a URL's credentials."""
-    if name.endswith("API_KEY"):
+    if name.endswith(("API_KEY", "SECRET", "TOKEN")):
         return "'****'"
     if "://" in raw:
         from otel_scorers.http import shown_url

@@ -124,6 +124,9 @@ CORE_PARAMS: tuple[Param, ...] = (
     P("capture.agent", None, "your own attribute holding the agent name"),
     P("sessions.key_attributes", "OTEL_SCORERS_SESSION_KEY", "attributes holding the session "
       "key of an interaction, first found wins (comma list)"),
+    P("sessions.scope_attributes", "OTEL_SCORERS_SESSION_SCOPE", "resource attributes that "
+      "scope a session key (comma list): two services whose conversation ids collide are two "
+      "sessions; empty: a key is global"),
     P("sessions.idle_s", "OTEL_SCORERS_SESSION_IDLE_S", "a session is judged once no turn has "
       "come for this long (and at exit, and on `score_sessions()`); a turn after that judges "
       "it again, whole"),
@@ -135,10 +138,18 @@ CORE_PARAMS: tuple[Param, ...] = (
       "are left out (counted)"),
     P("sessions.max_chars", None, "characters kept per session (questions, answers, steps); "
       "past it the oldest turns after the first are left out (counted)"),
+    P("sessions.max_bytes", "OTEL_SCORERS_SESSION_MAX_BYTES", "bytes all sessions' turns may "
+      "hold together; past it the least recently active session makes room (judged at once "
+      "if it has turns not judged; counted)"),
     P("sessions.forward_endpoint", "OTEL_SCORERS_SESSION_FORWARD", "gateway fleets: send each "
       "turn as a log record keyed by its session to this OTLP/HTTP endpoint (a Collector "
       "routing logs by `otel_scorers.session.id` to the gateways) instead of keeping it here "
       "(docs/sessions.md)"),
+    P("sessions.turn_secret", "OTEL_SCORERS_SESSION_TURN_SECRET", "a gateway fleet's shared "
+      "secret: turn records sent are signed with it, and records received must be (others are "
+      "dropped, counted); never printed"),
+    P("sessions.accept_turns", "OTEL_SCORERS_SESSION_ACCEPT_TURNS", "a gateway without a "
+      "token or a turn secret takes turn records only when this is true (docs/sessions.md)"),
     P("sinks.queue_size", None, "results waiting per sink; past it they are dropped and "
       "counted (`queue_full`)"),
     P("sinks.retry_s", None, "how long a failed write to a sink is retried, with backoff, "

@@ -152,18 +152,30 @@ class SelectionSettings(StrictModel):
 
 
 class SessionSettings(StrictModel):
-    """Session scoring: where the key is read, when a session is judged, what is held."""
+    """Session scoring: where the key is read and what scopes it, when a session is judged,
+    what is held, and who may send turns."""
 
     key_attributes: list[str] = ["gen_ai.conversation.id", "session.id"]
+    #: resource attributes that scope a key: two services whose conversation ids collide are
+    #: two sessions (none: a key is global)
+    scope_attributes: list[str] = ["service.name"]
     idle_s: float = Field(default=300.0, gt=0)
     keep_s: float = Field(default=3600.0, gt=0)
     max_sessions: int = Field(default=10_000, gt=0)
     max_turns: int = Field(default=100, ge=2)
     max_chars: int = Field(default=262_144, gt=0)
+    #: all sessions' turns together, in bytes: past it the least recently active session
+    #: makes room (judged at once when it has turns not judged)
+    max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     #: a gateway fleet: send each turn, as a log record keyed by its session, to this OTLP/HTTP
     #: endpoint (a Collector that routes it to the gateway judging the session) instead of
     #: keeping it here
     forward_endpoint: str | None = None
+    #: signs the turn records a gateway sends, and is required of the records it takes
+    turn_secret: SecretStr | None = None
+    #: take turn records without a turn secret on a gateway without a token (off: they are
+    #: dropped, counted and said; anyone who can reach the port could send them)
+    accept_turns: bool = False
 
     @model_validator(mode="after")
     def _endpoint_is_http(self) -> SessionSettings:

@@ -226,7 +226,8 @@ class Gateway:
                     take_records, decoded, TURN_EVENT)  # type: ignore[arg-type]
                 if turns:  # a fleet's turn records: judged here, never forwarded upstream
                     payload = None
-                    await asyncio.to_thread(self.processor.receive_turns, turns)
+                    await asyncio.to_thread(self.processor.receive_turns, turns,
+                                            authenticated=self.auth is not None)
                     if not left:
                         self.count(signal, "turns")
                         return 200, ""

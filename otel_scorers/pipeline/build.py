@@ -169,10 +169,12 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
         buffer=buffer)
     lane = None
     if store:
+        turn_secret = settings.sessions.turn_secret
+        secret = turn_secret.get_secret_value().encode() if turn_secret else None
         lane = SessionLane(
             session_slots, store[0], counts, evaluation, keep_steps=any(
                 getattr(slot.scorer, "uses_steps", False) for slot in session_slots),
-            forward=TurnForwarder(settings.sessions.forward_endpoint)
+            forward=TurnForwarder(settings.sessions.forward_endpoint, secret=secret)
             if settings.sessions.forward_endpoint else None,
             rubric_for=reader.rubric_for_agent)
         evaluation.keep_turn = lane.keep_turn

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_scorers.capture.interactions import Candidate, is_local_root, resolve
 from otel_scorers.capture.kinds import LLM, span_kind
 from otel_scorers.capture.logs import has_genai_events
-from otel_scorers.capture.sessions import session_key
+from otel_scorers.capture.sessions import scope_of, scoped_key, session_key
 from otel_scorers.capture.trace import CONTENT_KEY_SET, Pending, TraceBuffer
 from otel_scorers.emit.enriched import EnrichedExport
 from otel_scorers.names import Decision, Reason
@@ -125,7 +125,7 @@ class Decider:
             buffer.observe(span, attrs, keep_content=not selected, agent=agent, create=create,
                            piece=not selected and span_kind(attrs) is not None)
         chosen = self._sample(span) if selected else ()
-        key, session_slots = self._session_of((attrs,)) if selected else (None, ())
+        key, session_slots = self._session_of((attrs,), span) if selected else (None, ())
         if not chosen:
             if not selected and self.unselected.note(span.name, attrs):
                 self.warn_unselected()
@@ -136,10 +136,11 @@ class Decider:
             self.enriched.hold(span, len(chosen))
         return (Job(span, chosen, attrs, session_key=key, session_slots=session_slots),)
 
-    def _session_of(self, attributes: Sequence[Mapping[str, Any]]
+    def _session_of(self, attributes: Sequence[Mapping[str, Any]], span: ReadableSpan
                     ) -> tuple[str | None, tuple[str, ...]]:
-        """The session key of an interaction (its spans' attributes, the root's first) and
-        the session scorers that sampled the session (none: not kept as a turn)."""
+        """The session key of an interaction (its spans' attributes, the root's first; scoped
+        by ``span``'s resource) and the session scorers that sampled the session (none: not
+        kept as a turn)."""
         sessions = self.sessions
         if sessions is None:
             return None, ()
@@ -148,6 +149,9 @@ class Decider:
             sessions.no_key()
             self.log_once("no_session", sessions.no_key_warning())
             return None, ()
+        resource = span.resource.attributes if span.resource is not None else None
+        key = scoped_key(key, scope_of(resource, sessions.scope_attributes))
+        assert key is not None
         return key, sessions.sampled(key)
 
     def _resolve(self, span: ReadableSpan) -> Sequence[Job]:
@@ -195,7 +199,7 @@ class Decider:
                 continue
             chosen = self._sample(root.span)
             key, session_slots = self._session_of(
-                [c.attributes for c in (root, *interaction.inner)])
+                [c.attributes for c in (root, *interaction.inner)], root.span)
             if not chosen:
                 self.forward(root.span)
                 if session_slots:  # captured only to be a turn of its session

@@ -190,7 +190,7 @@ class Flow:
             self.worker.flush(timeout_s)
             self.sessions_now(trigger="shutdown")
 
-    def receive_turns(self, records: Sequence[Any]) -> None:
+    def receive_turns(self, records: Sequence[Any], authenticated: bool) -> None:
         """Turn records of a gateway fleet kept as the turns of their sessions (see
         :meth:`~otel_scorers.pipeline.ScoringSpanProcessor.receive_turns`)."""
         lane = self.parts.sessions
@@ -200,12 +200,28 @@ class Flow:
                            "but no session scorer is configured here: they were dropped. To "
                            "fix: configure the same scorers on every gateway of the fleet")
             return
+        if not lane.admits(authenticated):
+            lane.refused(len(records))
+            self._log_once("turns_refused", "otel-scorers: turn records arrived from a sender "
+                           "nobody vouches for: they were dropped (counted in "
+                           "health()['sessions']['refused_records']); anyone reaching this "
+                           "port could add turns to any session. To fix: set the same "
+                           "sessions.turn_secret (OTEL_SCORERS_SESSION_TURN_SECRET) on every "
+                           "gateway of the fleet, or give the gateways a token (--token), or "
+                           "on a closed network set sessions.accept_turns: true")
+            return
         self.worker.start()  # its periodic pass judges the sessions that go idle
-        if not all([lane.receive(r.attributes, r.body, r.trace_id, r.span_id)
-                    for r in records]):
+        problems = {lane.receive(r.attributes, r.body, r.trace_id, r.span_id)
+                    for r in records}
+        if "invalid" in problems:
             self._log_once("turn_invalid", "otel-scorers: a turn record could not be read "
                            "(no session key, or no answer): it was dropped (counted in "
                            "health()['sessions']['invalid_records'])")
+        if "unsigned" in problems:
+            self._log_once("turn_unsigned", "otel-scorers: a turn record was not signed with "
+                           "this gateway's sessions.turn_secret: it was dropped (counted in "
+                           "health()['sessions']['unsigned_records']). To fix: set the same "
+                           "secret on every gateway of the fleet")
 
     def abandon(self, jobs: Sequence[AnyJob], reason: str) -> None:
         """Jobs that will never run: each scorer's decision dropped for ``reason``, held spans

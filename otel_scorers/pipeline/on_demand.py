@@ -16,7 +16,12 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_scorers import background_loop
 from otel_scorers.capture import Captured, attribute_dict
 from otel_scorers.capture.pieces import Piece
-from otel_scorers.capture.sessions import DEFAULT_SESSION_KEYS, session_key
+from otel_scorers.capture.sessions import (
+    DEFAULT_SESSION_KEYS,
+    scope_of,
+    scoped_key,
+    session_key,
+)
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.evaluation import Evaluation, Job
 from otel_scorers.pipeline.selection import Selector, is_llm_call, is_own
@@ -106,12 +111,14 @@ class OnDemand:
         scorer)."""
         return self._sessions
 
-    def session_key_of(self, attributes: Sequence[Mapping[str, Any]]) -> str | None:
+    def session_key_of(self, attributes: Sequence[Mapping[str, Any]],
+                       resource: Mapping[str, Any] | None = None) -> str | None:
         """The session key an interaction's spans carry (their attributes, the root's
-        first), as live scoring reads it."""
-        keys = (self._sessions.key_attributes if self._sessions is not None
-                else DEFAULT_SESSION_KEYS)
-        return session_key(attributes, keys)
+        first), scoped by their ``resource``, as live scoring reads it."""
+        if self._sessions is None:
+            return session_key(attributes, DEFAULT_SESSION_KEYS)
+        key = session_key(attributes, self._sessions.key_attributes)
+        return scoped_key(key, scope_of(resource, self._sessions.scope_attributes))
 
     def session_turn(self, run: Any, span: ReadableSpan, agent: str | None
                      ) -> tuple[StoredTurn, Any]:

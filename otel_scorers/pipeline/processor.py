@@ -196,11 +196,14 @@ class ScoringSpanProcessor(SpanProcessor):
         the timeout. A session that goes on is judged again, whole, when it next goes idle."""
         return self._flow.score_sessions(key, time.monotonic() + timeout_millis / 1000.0)
 
-    def receive_turns(self, records: Sequence[Any]) -> None:
+    def receive_turns(self, records: Sequence[Any], *, authenticated: bool = False) -> None:
         """Turn records of a gateway fleet (``attributes``, ``body``, ``trace_id``,
-        ``span_id``): each kept as the next turn of its session when sampled here; without a
-        session scorer dropped, counted and said once (they carry content: never forwarded)."""
-        self._flow.receive_turns(records)
+        ``span_id``): each kept as the next turn of its session when sampled here and its
+        sender vouched for (``sessions.turn_secret`` verified, else ``authenticated``: the
+        gateway checked a token, else ``sessions.accept_turns``); otherwise, or without a
+        session scorer, dropped, counted and said once (they carry content: never
+        forwarded)."""
+        self._flow.receive_turns(records, authenticated)
 
     # -- housekeeping -----------------------------------------------------------------------
     def _log_once(self, key: str, message: str) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from otel_scorers import safe_json
+from otel_scorers.capture.sessions import conversation_of
 from otel_scorers.pipeline.sessions import SessionJob
 from otel_scorers.rescore.runs import RunRef
 from otel_scorers.scorers.result import ScoreResult
@@ -23,13 +24,17 @@ def result_line(ref: RunRef, result: ScoreResult, agent: str | None,
     judged run in the labelled-case shape (``input``, ``system``, ``context``, ``output``) plus
     what the agent did (``steps``: tool calls, retrievals, LLM calls, handoffs, in order).
     A session result is on its last turn's span and says which turns it covers
-    (``session``: ``id``, ``first_turn``, ``last_turn``, ``turns``, ``dropped_turns``)."""
+    (``session``: ``id``, ``scope``, ``first_turn``, ``last_turn``, ``turns``,
+    ``dropped_turns``)."""
     line = {"trace_id": ref.trace_id, "span_id": ref.span_id, "span_name": ref.span.name,
             "agent": agent, **result.reported().to_dict()}
     if session is not None:
-        line["session"] = {"id": session.key, "first_turn": session.first_turn,
+        scope, conversation = conversation_of(session.key)
+        line["session"] = {"id": conversation, "first_turn": session.first_turn,
                            "last_turn": session.last_turn, "turns": len(session.run.turns),
                            "dropped_turns": session.dropped_turns}
+        if scope is not None:  # what scopes the id (the service's name)
+            line["session"]["scope"] = scope
     if run is not None:
         line["run"] = {"input": run.user_prompt or "", "system": run.system_prompt or "",
                        "context": [{"role": m.role, "content": m.content}

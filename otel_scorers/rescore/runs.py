@@ -148,10 +148,16 @@ class RunStream:
         key_of = self.processor.on_demand.session_key_of
         if self.processor.on_demand.per_agent:
             for candidate in trace.selected:
-                yield candidate.span, None, False, key_of([candidate.attributes])
+                yield (candidate.span, None, False,
+                       key_of([candidate.attributes], _resource(candidate.span)))
             return
         interactions, _ = resolve(trace.selected, trace.parents, trace.llm)
         for interaction in interactions:
             if self.processor.on_demand.keeps(interaction.agents):
                 yield (interaction.root.span, interaction.agent, True,
-                       key_of([c.attributes for c in (interaction.root, *interaction.inner)]))
+                       key_of([c.attributes for c in (interaction.root, *interaction.inner)],
+                              _resource(interaction.root.span)))
+
+
+def _resource(span: ReadableSpan) -> Mapping[str, Any] | None:
+    return span.resource.attributes if span.resource is not None else None

@@ -231,7 +231,9 @@ def test_sessions_spread_over_traces_and_gateways_are_each_judged_once_with_ever
     config.write_text(json.dumps({
         "judge": {"model": judge.model, "api_base": judge.url, "api_key": "k", "timeout_s": 30},
         "scorers": [{"type": "multi_turn"}],
-        "sessions": {"idle_s": 3, "forward_endpoint": f"http://127.0.0.1:{turns_port}"}}))
+        # the fleet's turn records are signed: a gateway takes only its fleet's
+        "sessions": {"idle_s": 3, "forward_endpoint": f"http://127.0.0.1:{turns_port}",
+                     "turn_secret": "fleet-secret-for-the-test"}}))
     lb_work = work / "lb-sessions"
     lb_work.mkdir()
     before = len(judge.requests)

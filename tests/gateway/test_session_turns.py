@@ -60,7 +60,7 @@ async def test_turn_records_are_kept_bounded_and_never_forwarded(
         tmp_path: Path, judge_server: ScriptedJudgeServer) -> None:
     judge_server.responder = judge_responder()
     config = _config(tmp_path, judge_server, scorers=[{"type": "multi_turn"}],
-                     sessions={"idle_s": 1})
+                     sessions={"idle_s": 1, "accept_turns": True})
     async with Upstream() as upstream:
         with gateway(config, upstream.url) as url:
             sender = TurnForwarder(url)  # the real sender, as another gateway sends
@@ -110,3 +110,51 @@ async def test_without_a_session_scorer_turn_records_are_dropped_counted_not_for
     assert state["health"]["turn_records_dropped"] == 1
     assert state["requests"].get("logs:turns") == 1
     assert "secret question" not in json.dumps([str(item) for item in upstream.logs])
+
+
+async def test_turn_records_need_the_fleet_secret_a_token_or_an_explicit_yes(
+        tmp_path: Path, judge_server: ScriptedJudgeServer) -> None:
+    """Anyone reaching the port could add turns to any session: with a turn secret only
+    records it signs are taken (a forged, tampered or unsigned one is dropped and counted);
+    with neither a secret, a token nor ``accept_turns`` none is taken, and that is said."""
+    judge_server.responder = judge_responder()
+    secret = "fleet-secret-1"
+    config = _config(tmp_path, judge_server, scorers=[{"type": "multi_turn"}],
+                     sessions={"idle_s": 1, "turn_secret": secret})
+    async with Upstream() as upstream:
+        with gateway(config, upstream.url) as url:
+            fleet = TurnForwarder(url, secret=secret.encode())
+            fleet.send("s-1", Turn.of(0, "the fleet's question", "an answer"), start_ns=1,
+                       trace_id=7, span_id=1, span_name="invoke_agent bot", system=None)
+            assert fleet.flush(10)
+            fleet.shutdown()
+            for forger in (TurnForwarder(url), TurnForwarder(url, secret=b"guessed")):
+                forger.send("s-1", Turn.of(0, "injected question", "injected answer"),
+                            start_ns=2, trace_id=8, span_id=2, span_name="x", system=None)
+                assert forger.flush(10)
+                forger.shutdown()
+            # a signed record with its text changed on the way
+            from otel_scorers.otlp.turns import TurnRecord, encode_turn
+            body, attributes = encode_turn(TurnRecord("s-1", "q", "a"), secret.encode())
+            tampered = request(record(TURN_EVENT, attributes,
+                                      map_body(user="q", assistant="a, and more")))
+            assert post_logs(url, tampered) == 200
+            deadline = time.monotonic() + 30
+            while not judge_server.requests and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+            state = health(url)["health"]
+    assert len(judge_server.requests) == 1, state
+    transcript = judge_server.requests[0].fields["conversation (1 turns)"]
+    assert "the fleet's question" in transcript and "injected" not in transcript
+    assert state["sessions"]["unsigned_records"] == 3
+
+    open_config = _config(tmp_path, judge_server, scorers=[{"type": "multi_turn"}],
+                          sessions={"idle_s": 1})
+    async with Upstream() as upstream:
+        with gateway(open_config, upstream.url) as url:
+            body = request(record(TURN_EVENT, {KEY_ATTRIBUTE: "s-3"},
+                                  map_body(user="q", assistant="a")))
+            assert post_logs(url, body) == 200
+            state = health(url)["health"]
+    assert state["sessions"]["refused_records"] == 1
+    assert state["sessions"]["held"] == 0

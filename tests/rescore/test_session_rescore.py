@@ -124,7 +124,7 @@ def test_the_bounds_apply_offline_and_a_session_making_room_is_judged_with_what_
                if json.loads(line)["scorer"] == "conversation"}
     # "a" kept its first turn and its last two (max_turns 3), and made room for "c" (room
     # for two sessions): judged then, with what it had; "b" and "c" at the end
-    assert records["a"] == {"id": "a", "first_turn": 1, "last_turn": 5, "turns": 3,
-                            "dropped_turns": 2}
+    assert records["a"] == {"id": "a", "scope": "unknown_service:python", "first_turn": 1,
+                            "last_turn": 5, "turns": 3, "dropped_turns": 2}
     assert records["b"]["turns"] == records["c"]["turns"] == 2
     assert len(judge_server.requests) == 9 + 3  # a rubric call per run, one per session

@@ -2,7 +2,8 @@
 the turn, as one OTLP log record (:mod:`otel_scorers.otlp.turns`), to ``sessions.forward_endpoint``:
 a Collector that routes it to the gateway judging the session. Turn records carry conversation
 content: a gateway never forwards them upstream (it consumes them, or drops and counts them when
-it has no session scorer).
+it has no session scorer). With ``sessions.turn_secret`` each record is signed, so the gateway
+judging the session can tell the fleet's records from anyone else's.
 """
 
 from __future__ import annotations
@@ -24,13 +25,15 @@ class TurnForwarder:
     through a LoggerProvider of its own (never the application's: nothing else is sent, and
     nothing here is scored)."""
 
-    def __init__(self, endpoint: str, *, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(self, endpoint: str, *, headers: Mapping[str, str] | None = None,
+                 secret: bytes | None = None) -> None:
         from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
         from opentelemetry.sdk._logs import LoggerProvider
         from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
         from opentelemetry.sdk.resources import Resource
 
         self.endpoint, self.headers = endpoint, dict(headers or {})
+        self._secret = secret
         base = endpoint.rstrip("/")
         url = base if base.endswith("/v1/logs") else base + "/v1/logs"
         self._provider = LoggerProvider(resource=Resource.create(
@@ -45,7 +48,7 @@ class TurnForwarder:
         body, attributes = encode_turn(TurnRecord(
             key, turn.user, turn.assistant, system,
             [step.model_dump(exclude_defaults=True) for step in turn.steps], turn.agent,
-            start_ns, span_name, turn.steps_dropped))
+            start_ns, span_name, turn.steps_dropped), self._secret)
         context: Context | None = None
         if trace_id and span_id:
             context = trace.set_span_in_context(NonRecordingSpan(SpanContext(
@@ -56,7 +59,7 @@ class TurnForwarder:
 
     def fresh(self) -> TurnForwarder:
         """The same forwarder anew (a forked child cannot use the parent's thread)."""
-        return TurnForwarder(self.endpoint, headers=self.headers)
+        return TurnForwarder(self.endpoint, headers=self.headers, secret=self._secret)
 
     def flush(self, timeout_s: float) -> bool:
         return bool(self._provider.force_flush(int(max(0.0, timeout_s) * 1000)))

@@ -24,10 +24,10 @@ from pydantic import ValidationError
 
 from otel_scorers import names as n
 from otel_scorers.capture import Captured
-from otel_scorers.capture.sessions import MAX_KEY_CHARS
+from otel_scorers.capture.sessions import MAX_KEY_CHARS, MAX_SCOPE_CHARS, conversation_of
 from otel_scorers.emit.spans import Subject
 from otel_scorers.names import Decision, Reason
-from otel_scorers.otlp.turns import decode_turn
+from otel_scorers.otlp.turns import decode_turn, verify_turn
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.evaluation import Evaluation
 from otel_scorers.pipeline.sessions.forward import TurnForwarder
@@ -67,15 +67,18 @@ class SessionJob:
 
     def attributes(self) -> dict[str, Any]:
         """What the evaluation span and event say about the session."""
+        scope, conversation = conversation_of(self.key)
         out: dict[str, Any] = {
-            n.GEN_AI_CONVERSATION_ID: self.key,
-            n.PREFIX + n.ATTR_SESSION_ID: self.key,
+            n.GEN_AI_CONVERSATION_ID: conversation,
+            n.PREFIX + n.ATTR_SESSION_ID: conversation,
             n.PREFIX + n.ATTR_SESSION_FIRST_TURN: self.first_turn,
             n.PREFIX + n.ATTR_SESSION_LAST_TURN: self.last_turn,
             n.PREFIX + n.ATTR_SESSION_TURNS: len(self.run.turns),
             n.PREFIX + n.ATTR_SESSION_NEW_TURNS: self.new_turns,
             n.PREFIX + n.ATTR_SESSION_TRIGGER: self.trigger,
         }
+        if scope is not None:
+            out[n.PREFIX + n.ATTR_SESSION_SCOPE] = scope
         if self.dropped_turns:
             out[n.PREFIX + n.ATTR_SESSION_DROPPED_TURNS] = self.dropped_turns
         if self.unread_turns:
@@ -95,12 +98,20 @@ class SessionLane:
         self.counts = counts
         self.evaluation = evaluation
         self.key_attributes = tuple(store.policy.key_attributes)
+        self.scope_attributes = tuple(store.policy.scope_attributes)
         self.keep_steps = keep_steps
         #: a gateway fleet: turns go there (to the gateway judging their session), not here
         self.forward = forward
         self._rubric_for = rubric_for or (lambda _agent: None)
-        #: turn records received that could not be read
+        #: turn records received that could not be read; not signed with the fleet's secret;
+        #: refused (no secret, no token, and ``accept_turns`` off)
         self.invalid_records = 0
+        self.unsigned_records = 0
+        self.refused_records = 0
+        policy = store.policy
+        self._secret = (policy.turn_secret.get_secret_value().encode()
+                        if policy.turn_secret is not None else None)
+        self._accept_any = policy.accept_turns
         self._names = tuple(slot.name for slot in self.slots)
         self._by_name = {slot.name: slot for slot in self.slots}
         self._unsampled: OrderedDict[str, None] = OrderedDict()
@@ -116,8 +127,9 @@ class SessionLane:
     def health(self) -> dict[str, int]:
         """Sessions open (turns not judged), held, and turn records that could not be read."""
         out = {"open": self.store.open_count(), "held": len(self.store)}
-        if self.invalid_records:
-            out["invalid_records"] = self.invalid_records
+        for name in ("invalid_records", "unsigned_records", "refused_records"):
+            if getattr(self, name):
+                out[name] = getattr(self, name)
         return out
 
     # -- turns in ----------------------------------------------------------------------------
@@ -139,8 +151,11 @@ class SessionLane:
 
     def sampled(self, key: str) -> tuple[str, ...]:
         """The session scorers that judge session ``key`` (empty: none; counted once as
-        sampled out, at its first turn)."""
-        chosen = tuple(slot.name for slot in self.slots if slot.sampler.sampled_key(key))
+        sampled out, at its first turn). The decision follows the conversation id, not its
+        scope: services that share a conversation sample it alike."""
+        conversation = conversation_of(key)[1]
+        chosen = tuple(slot.name for slot in self.slots
+                       if slot.sampler.sampled_key(conversation))
         if chosen:
             return chosen
         with self._lock:
@@ -184,15 +199,27 @@ class SessionLane:
         trace_id, span_id = (context.trace_id, context.span_id) if context else (0, 0)
         return StoredTurn(turn, span.start_time or 0, trace_id, span_id, span.name)
 
+    def admits(self, authenticated: bool) -> bool:
+        """Whether turn records may come in at all: with a turn secret (each is verified), from
+        an authenticated sender (the gateway's token), or when ``accept_turns`` says so."""
+        return self._secret is not None or authenticated or self._accept_any
+
+    def refused(self, count: int) -> None:
+        self.refused_records += count
+
     def receive(self, attributes: Mapping[str, Any], body: Any, trace_id: int,
-                span_id: int) -> bool:
+                span_id: int) -> str | None:
         """A turn record from another gateway of the fleet: kept when its session is sampled
-        here; ``False`` when it cannot be read (counted)."""
+        here; what was wrong with it when it was dropped (counted): ``invalid`` (it cannot be
+        read), ``unsigned`` (not signed with the fleet's turn secret)."""
+        if self._secret is not None and not verify_turn(attributes, body, self._secret):
+            self.unsigned_records += 1
+            return "unsigned"
         record = decode_turn(attributes, body)
         if record is None:
             self.invalid_records += 1
-            return False
-        key = record.key.strip()[:MAX_KEY_CHARS]
+            return "invalid"
+        key = record.key.strip()[:MAX_SCOPE_CHARS + 1 + MAX_KEY_CHARS]
         slots = self.sampled(key)
         if slots:
             steps = []
@@ -208,7 +235,7 @@ class SessionLane:
             self.store.add(key, slots, StoredTurn(turn, record.start_ns, trace_id, span_id,
                                                   record.span_name),
                            system=system, agent=turn.agent, rubric=self._rubric_for(turn.agent))
-        return True
+        return None
 
     def _kept(self, steps: Sequence[Step]) -> tuple[tuple[Step, ...], int]:
         """What a session keeps of a turn's steps, and how many acts it leaves out: none
@@ -277,7 +304,7 @@ def job_of(session: OpenSession, slots: tuple[Slot, ...], trigger: str) -> Sessi
         turns.append(stored.turn.model_copy(update={"index": number}))
     last = session.turns[-1]
     context = {"rubric": session.rubric} if session.rubric is not None else {}
-    run = session_run(turns, session_id=session.key, system=session.system,
+    run = session_run(turns, session_id=conversation_of(session.key)[1], system=session.system,
                       run_id=f"{last.trace_id:032x}-{last.span_id:016x}", context=context)
     return SessionJob(
         key=session.key, run=run, slots=slots, span_name=last.span_name, agent=session.agent,

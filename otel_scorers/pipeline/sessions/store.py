@@ -13,7 +13,8 @@ Memory is bounded, and whatever a bound costs is counted:
 - ``max_turns`` and ``max_chars`` per session: past either, the oldest turns after the first
   (the first holds the user's goal) are dropped (``otel_scorers.session.turns_dropped``,
   reasons ``turn_limit``, ``byte_limit``), and the transcript names the gap;
-- ``max_sessions`` held at once: the least recently active session makes room (judged at once
+- ``max_sessions`` held at once, and ``max_bytes`` of turns held in all: the least recently
+  active session makes room (judged at once
   when it has turns not judged yet, else forgotten: ``otel_scorers.sessions.evicted``); at most
   :func:`eviction_backlog` of them wait to be judged, past that they are forgotten too (their
   turns counted as dropped, reason ``session_limit``), so a flood of new sessions cannot grow
@@ -35,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from otel_scorers.capture.sessions import conversation_of
 from otel_scorers.config.settings import SessionSettings
 from otel_scorers.names import Reason
 from otel_scorers.scorers.turns import Turn
@@ -118,6 +120,8 @@ class SessionStore:
         self._judging: dict[str, OpenSession] = {}
         #: sessions that made room for others with turns not judged yet: judged next
         self._evicted: list[OpenSession] = []
+        #: the size of every turn held (all sessions): bounded by ``max_bytes``
+        self.bytes = 0
         self._lock = threading.Lock()
 
     def reset_after_fork(self) -> None:
@@ -139,14 +143,15 @@ class SessionStore:
                     for t in session.turns):
                 return  # the same interaction again (a retried delivery): one turn
             if session is None:
-                self._make_room()
                 session = OpenSession(key, slots)
             elif not judging:  # moved to the end: the most recently active
                 self._active.pop(key, None)
                 self._resting.pop(key, None)
+            self._make_room(turn.size, new=len(session.turns) == 0)
             starts = [t.start_ns for t in session.turns]
             session.turns.insert(bisect.bisect_right(starts, turn.start_ns), turn)
             session.chars += turn.size
+            self.bytes += turn.size
             session.system = system or session.system
             session.agent = agent or session.agent
             session.rubric = rubric if rubric is not None else session.rubric
@@ -173,18 +178,30 @@ class SessionStore:
                       else Reason.SESSION_BYTE_LIMIT)
             gone = session.turns.pop(1)
             session.chars -= gone.size
+            self.bytes -= gone.size
             session.dropped += 1
             self._count_dropped(reason, 1)
 
-    def _make_room(self) -> None:
+    def _make_room(self, size: int, *, new: bool) -> None:
+        """Room for a turn of ``size`` (of a ``new`` session): past ``max_sessions`` or
+        ``max_bytes`` the least recently active sessions make room, resting ones first (their
+        turns all judged: forgotten), then active ones (judged at once, at most
+        :func:`eviction_backlog` of them waiting, the rest forgotten with their turns
+        counted). The session the turn is for is never one of them. ``bytes`` counts the
+        sessions held; the few waiting to be judged after making room (each at most
+        ``max_chars``) come on top until the next periodic pass takes them."""
         # (evicted sessions wait for the next periodic pass, at most a fraction of a second)
-        while len(self) >= self.policy.max_sessions:
+        policy = self.policy
+        while (new and len(self) >= policy.max_sessions) or (
+                self.bytes + size > policy.max_bytes):
             if self._resting:
-                self._resting.popitem(last=False)
+                _, session = self._resting.popitem(last=False)
+                self.bytes -= session.chars
                 self._count_evicted(False)
             elif self._active:
                 _, session = self._active.popitem(last=False)
-                if len(self._evicted) < eviction_backlog(self.policy):
+                self.bytes -= session.chars  # judged next, or forgotten: not held
+                if len(self._evicted) < eviction_backlog(policy):
                     self._evicted.append(session)
                     self._count_evicted(True)
                 else:  # a flood of new sessions: forgotten, its turns counted as lost
@@ -215,16 +232,19 @@ class SessionStore:
                 if session.last_seen > stale:
                     break
                 del self._resting[key]
+                self.bytes -= session.chars
             return out
 
     def take(self, key: str | None = None, trigger: str = "requested"
              ) -> list[tuple[OpenSession, str]]:
-        """Sessions with turns not judged yet, now (``key``: only that one)."""
+        """Sessions with turns not judged yet, now (``key``: only that one, by its scoped key
+        or its conversation id: every service's session of that id)."""
+        def chosen(name: str) -> bool:
+            return key is None or name == key or conversation_of(name)[1] == key
         with self._lock:
-            out = [(session, "evicted") for session in self._evicted
-                   if key is None or session.key == key]
-            self._evicted = [s for s in self._evicted if key is not None and s.key != key]
-            for name in ([key] if key is not None else list(self._active)):
+            out = [(session, "evicted") for session in self._evicted if chosen(session.key)]
+            self._evicted = [s for s in self._evicted if not chosen(s.key)]
+            for name in [name for name in self._active if chosen(name)]:
                 session = self._active.pop(name, None)
                 if session is not None:
                     self._judging[name] = session
