@@ -82,7 +82,7 @@ def bench_hot_path(quick: bool) -> None:
 
     Two figures per sampling ratio. ``hot_path_ratio_*`` is the CPU time of the application
     thread (``time.thread_time``): what creating and ending the spans costs the code that ends
-    them, which is what SPEC 5 bounds. ``hot_path_wall_ratio_*`` is wall time: on top, the
+    them, which is what the hot-path goal bounds. ``hot_path_wall_ratio_*`` is wall time: on top, the
     background evaluations share the interpreter (the GIL) with the application; the workload
     here ends 4000+ agent runs per second back to back, so at sampling 1 (and 0.1) the process
     is saturated with evaluation work that a real agent (seconds per run) would never generate.

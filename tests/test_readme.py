@@ -36,6 +36,13 @@ def test_every_link_in_the_readme_and_docs_leads_somewhere() -> None:
             assert (base / target).exists(), f"{name} links to {target}"
 
 
+def test_the_docs_speak_to_users_not_to_the_team() -> None:
+    """No internal reference (the team's spec sections, issue numbers) in what users read."""
+    internal = re.compile(r"\bSPEC\b|§|\b[Ii]ssue \d+")
+    for name, text in [("README.md", README), *DOCS.items()]:
+        assert not internal.search(text), f"{name}: {internal.search(text)}"
+
+
 def test_every_python_block_compiles() -> None:
     for language, code in BLOCKS:
         if language == "python":

@@ -22,11 +22,13 @@ def demo(prometheus_port: int | None, keep_serving: bool, telemetry_file: str) -
     """Run a traced example agent and score its runs live with both scorers."""
     from pathlib import Path
 
+    from otel_scorers.config import load_settings
     from otel_scorers.demo import run_demo
     from otel_scorers.judge import local
     from otel_scorers.judge.client import JudgeClient
 
     try:
+        load_settings()  # a misspelled variable is exit 2 here, not a run with scoring off
         model = JudgeClient.from_environment().model
     except ConfigError as exc:
         raise UsageProblem(str(exc)) from None

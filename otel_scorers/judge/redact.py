@@ -32,7 +32,7 @@ _PHONE = re.compile(
 )
 #: PEM private-key markers. A block is found by scanning from marker to marker (linear in the
 #: text), never by one ``BEGIN.*?END`` pattern: that is quadratic on repeated BEGIN lines with
-#: no END (issue 25), and it runs under the GIL on the application's threads.
+#: no END, and it runs under the GIL on the application's threads.
 _PEM_BEGIN = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )?(?:[A-Z0-9]+ )?PRIVATE KEY-----")
 _PEM_END = re.compile(r"-----END (?:[A-Z0-9]+ )?(?:[A-Z0-9]+ )?PRIVATE KEY-----")
 _URL_USERINFO = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")

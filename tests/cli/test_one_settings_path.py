@@ -38,6 +38,8 @@ def commands(work: Path) -> dict[str, tuple[list[str], bool]]:
                      "--restart"], True),
         "check-config --ping": (["check-config", "--ping"], True),
         "serve": (["serve", "--port", "1", "--upstream", "http://127.0.0.1:9"], False),
+        # (its judge is its own: not run with the one given here)
+        "demo": (["demo", "--telemetry-file", str(work / "demo.jsonl")], False),
     }
 
 
