@@ -156,6 +156,11 @@ class JudgeClient:
         self._mode: StructuredOutput | None = (
             None if structured_output == "auto" else self.structured_output)
 
+    @property
+    def mode_in_use(self) -> StructuredOutput | None:
+        """The structured-output mode the calls use (``None``: ``auto``, not resolved yet)."""
+        return self._mode
+
     @classmethod
     def from_environment(cls, model: str | None = None, **options: Any) -> JudgeClient:
         """A judge whose options not given (``None`` or absent) are read from the

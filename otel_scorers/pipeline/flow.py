@@ -26,6 +26,7 @@ from otel_scorers.pipeline.decide import RESOLVE_ALL, Decider
 from otel_scorers.pipeline.deferral import Deferred
 from otel_scorers.pipeline.emission import check_prices
 from otel_scorers.pipeline.evaluation import Job
+from otel_scorers.pipeline.health import judge_endpoint
 from otel_scorers.pipeline.logs import ScoringLogProcessor
 from otel_scorers.pipeline.sessions import SessionJob
 from otel_scorers.pipeline.unselected import Unselected
@@ -242,13 +243,29 @@ class Flow:
         cancelled in flight) is dropped for ``reason``, and at exit said in one line."""
         counts = self.parts.counts
         before = counts.count(Decision.DROPPED, reason)
+        waiting = self.worker.inflight  # evaluations waiting on the judge now
         self.parts.evaluation.cancel_reason = reason
         self.abandon(self.worker.stop(timeout_s), reason)
         cut = counts.count(Decision.DROPPED, reason) - before
         if reason == Reason.EXIT:  # at shutdown, what is left was offered every chance
+            why = self._why_pending(waiting)
             logger.warning("otel-scorers: %d evaluation(s) were still pending when "
                            "exit_timeout_s=%gs ran out at exit; they were dropped (counted as "
-                           "dropped, reason exit)", cut, self.parts.timeouts.exit_s)
+                           "dropped, reason exit)%s", cut, self.parts.timeouts.exit_s, why)
+
+    def _why_pending(self, waiting: int) -> str:
+        """What held the evaluations cut off at exit, when it was the judge."""
+        hanging = self.parts.evaluation.emission.health.timed_out()
+        if hanging:
+            return (f"; the judge ({', '.join(hanging)}) did not answer within its timeout: "
+                    "check that it is up and not overloaded, or raise "
+                    "OTEL_SCORERS_JUDGE_TIMEOUT")
+        judges = sorted({judge_endpoint(slot.scorer.judge) for slot in self.parts.slots
+                         if getattr(slot.scorer, "judge", None) is not None})
+        if waiting and judges:
+            return (f"; the judge ({', '.join(judges)}) had not answered the evaluations in "
+                    "flight: check that it is up and not overloaded")
+        return ""
 
     def close(self, timeout_s: float) -> None:
         """After the worker stopped: every held span exported, the results written (within

@@ -1,12 +1,12 @@
 """How each scorer is doing, and the one line that says so when it is not.
 
 A monitoring tool that fails silently is the worst kind: the first judge failure of each kind
-(auth, connection, rejected request, rate limit, server error, unreadable answers; timeouts once
-they are more than a fifth of the recent calls) is logged once per process, with what to change
-and what was tried (the model, the endpoint without credentials), and then only counted; the
-first success after such a failure is logged once too. :meth:`Health.view` is the per-scorer
-picture (Mastra's scorer health is the anchor): decisions by reason, judge calls, tokens and
-spend, failures by kind, the last error with its time.
+(auth, connection, rejected request, rate limit, server error, timeout, unreadable answers) is
+logged once per judge, not once per scorer (scorers sharing a judge share its causes), with what
+to change and what was tried (the model, the endpoint without credentials), and then only
+counted; the first success after such a failure is logged once too. :meth:`Health.view` is
+the per-scorer picture (Mastra's scorer health is the anchor): decisions by reason, judge
+calls, tokens and spend, failures by kind, the last error with its time.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from otel_scorers.http import shown_url
 from otel_scorers.policy import ContentPolicy
 from otel_scorers.scorers.result import ScoreResult
 
-__all__ = ["Health", "fix_for", "report"]
+__all__ = ["Health", "fix_for", "judge_endpoint", "report"]
 
 #: What stands for an error's text the content policy keeps in
 WITHHELD = "(the error text is withheld by the content policy: reasons, exported_content)"
@@ -31,13 +31,12 @@ logger = logging.getLogger("otel_scorers.health")
 
 #: Error kinds that stop every evaluation until someone acts: logged as errors.
 _BLOCKING = frozenset({"auth", "connection_error", "request_rejected"})
-#: Timeouts are logged once they are more than this share of the last calls (at least 5).
-TIMEOUT_SHARE = 0.2
 _WINDOW = 20
 
 
-def fix_for(error_type: str, message: str) -> str:
-    """What to change for a judge failure of ``error_type`` (its message may already say)."""
+def fix_for(error_type: str, message: str, mode: str | None = None) -> str:
+    """What to change for a judge failure of ``error_type`` (its message may already say);
+    ``mode``: the structured-output mode in use (the fix names another one)."""
     if error_type == "auth":
         return "the line above names the variable to set"
     if error_type == "connection_error":
@@ -58,12 +57,21 @@ def fix_for(error_type: str, message: str) -> str:
                 "OTEL_SCORERS_EVALUATION_TIMEOUT, or lower OTEL_SCORERS_CONCURRENCY")
     if error_type == "truncated":
         return "raise OTEL_SCORERS_JUDGE_MAX_TOKENS, or shorten the rubric"
-    return ("the judge's answers do not fit the schema: try "
-            "OTEL_SCORERS_JUDGE_STRUCTURED_OUTPUT=json_object or a stronger judge model "
+    other = {"json_object": "json_schema (or prompt)", "prompt": "json_object",
+             "json_object_schema": "json_object"}.get(mode or "", "json_object")
+    used = f" (in use: {mode})" if mode else ""
+    return (f"the judge's answers do not fit the schema{used}: try "
+            f"OTEL_SCORERS_JUDGE_STRUCTURED_OUTPUT={other} or a stronger judge model "
             "(otel-scorers calibrate measures it)")
 
 
-def _endpoint(judge: Any) -> str:
+def _mode_of(judge: Any) -> str | None:
+    """The structured-output mode ``judge`` uses, when known."""
+    mode = getattr(judge, "mode_in_use", None) or getattr(judge, "structured_output", None)
+    return None if mode in (None, "auto") else str(mode)
+
+
+def judge_endpoint(judge: Any) -> str:
     """The judge as it may be printed: its model and its endpoint without credentials."""
     model = str(getattr(judge, "model", "?"))
     base = getattr(judge, "api_base", None)
@@ -79,8 +87,6 @@ class _Scorer:
     failures: Counter[str] = field(default_factory=Counter)
     last_error: dict[str, Any] | None = None
     recent: deque[str | None] = field(default_factory=lambda: deque(maxlen=_WINDOW))
-    #: failure kinds said aloud and not yet recovered from
-    said: set[str] = field(default_factory=set)
 
 
 class Health:
@@ -94,11 +100,19 @@ class Health:
         #: content, shown only as the content policy lets run text out)
         self.policy = policy or ContentPolicy()
         self._scorers: dict[str, _Scorer] = {}
+        #: per judge (its model and endpoint): failure kinds said and not yet recovered from,
+        #: and every kind said in this process
+        self._open: dict[str, set[str]] = {}
         self._said: set[tuple[str, str]] = set()
 
     def reset_after_fork(self) -> None:
         self._scorers = {}
+        self._open = {}
         self._said = set()
+
+    def timed_out(self) -> list[str]:
+        """The judges whose calls are timing out now (said and not recovered from)."""
+        return sorted(judge for judge, kinds in self._open.items() if "timeout" in kinds)
 
     def record(self, scorer: str, result: ScoreResult, judge: Any) -> None:
         """One finished evaluation of ``scorer`` (a cached one is no judge call)."""
@@ -114,10 +128,12 @@ class Health:
             return
         state.recent.append(error.type if error is not None else None)
         if error is None:
-            if state.said and result.skipped is None:
+            endpoint = judge_endpoint(judge)
+            said = self._open.get(endpoint)
+            if said and result.skipped is None:
                 logger.warning("otel-scorers: scorer %s judges again (%s answered after %s)",
-                               scorer, _endpoint(judge), ", ".join(sorted(state.said)))
-                state.said.clear()
+                               scorer, endpoint, ", ".join(sorted(said)))
+                said.clear()
             return
         state.failures[error.type] += 1
         message = self.policy.run_text(error.message) or WITHHELD
@@ -125,23 +141,24 @@ class Health:
         self._say(scorer, state, error.type, message, judge)
 
     def _say(self, scorer: str, state: _Scorer, kind: str, message: str, judge: Any) -> None:
-        if kind == "timeout":
-            timeouts = sum(1 for item in state.recent if item == "timeout")
-            if len(state.recent) < 5 or timeouts / len(state.recent) <= TIMEOUT_SHARE:
-                return
-        if kind in state.said:
+        """One line per cause: the first failure of each kind of a judge (whichever scorer
+        met it first; the others that use the judge share the line)."""
+        endpoint = judge_endpoint(judge)
+        said = self._open.setdefault(endpoint, set())
+        if kind in said:
             return
-        state.said.add(kind)
-        key = (scorer, kind)
+        said.add(kind)
+        key = (endpoint, kind)
         first = key not in self._said
         self._said.add(key)
         if not first and kind not in _BLOCKING:
             return  # said once already in this process; a relapse is only counted
         level = logging.ERROR if kind in _BLOCKING else logging.WARNING
         logger.log(level, "otel-scorers: scorer %s cannot judge (%s) with %s: %s. To fix: %s. "
-                   "Further failures of this kind are counted (decision error, error_type "
-                   "%s), not logged.", scorer, kind, _endpoint(judge), message[:500],
-                   fix_for(kind, message), kind)
+                   "Further failures of this kind, of every scorer using this judge, are "
+                   "counted (decision error, error_type %s), not logged.", scorer, kind,
+                   endpoint, message[:500],
+                   fix_for(kind, message, _mode_of(judge)), kind)
 
     def view(self, decisions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         """Per scorer: its decisions (with reasons), judge calls, tokens, spend, failures by

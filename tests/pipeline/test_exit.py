@@ -86,5 +86,8 @@ def test_a_hung_judge_delays_exit_by_exit_timeout_only(
     assert took < 60, took  # the judge's timeouts (60 s per call, 300 s per evaluation) unused
     assert ("otel-scorers: 2 evaluation(s) were still pending when exit_timeout_s=2s ran out at "
             "exit; they were dropped") in out.stderr
+    # and it says what held them: the judge, named, had not answered
+    assert ("the judge (openai/scripted-judge at http://127.0.0.1" in out.stderr
+            and "had not answered" in out.stderr)
     names = [json.loads(line)["name"] for line in spans.read_text().splitlines()]
     assert names == ["invoke_agent greeter"]  # the application's span still got out

@@ -12,7 +12,7 @@ import pytest
 from otel_scorers import PromptAlignmentScorer, RubricScorer
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.judge.retry import RetryPolicy
-from otel_scorers.testing import ScriptedJudgeServer, fault, judge_responder
+from otel_scorers.testing import Answer, ScriptedJudgeServer, fault, judge_responder
 from tests.support import Telemetry, end_agent_span
 
 NO_RETRY = RetryPolicy(max_retries=0)
@@ -93,3 +93,43 @@ def test_force_flush_is_false_while_runs_are_undecided(
     assert processor.health()["pending"] >= 1
     assert processor.force_flush(20_000) is True
     assert processor.health()["pending"] == 0
+
+
+def test_the_first_timeout_is_one_line_for_every_scorer_sharing_the_judge(
+        telemetry: Telemetry, make_processor: Any, judge_server: ScriptedJudgeServer,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A hanging judge is said at its first timeout (not once timeouts pass a share of recent
+    calls), once for the two scorers that share it."""
+    from otel_scorers.testing import hang
+
+    judge = JudgeClient(judge_server.model, api_base=judge_server.url, api_key="k",
+                        retry=NO_RETRY, timeout_s=0.5)
+    processor = make_processor([RubricScorer(judge, "- greets"), PromptAlignmentScorer(judge)])
+    judge_server.responder = lambda _request: hang(5)
+    with caplog.at_level("WARNING", logger="otel_scorers"):
+        end_agent_span(telemetry, prompt="Anyone there?")
+        assert processor.force_flush(30_000)
+    said = [w for w in warnings_of(caplog) if "cannot judge (timeout)" in w]
+    assert len(said) == 1, warnings_of(caplog)
+    assert "OTEL_SCORERS_JUDGE_TIMEOUT" in said[0]
+    scorers = processor.health()["scorers"]
+    assert scorers["rubric"]["failures"] == {"timeout": 1}
+    assert scorers["prompt_alignment"]["failures"] == {"timeout": 1}
+
+
+@pytest.mark.parametrize(("mode", "advised"), [("json_object", "=json_schema"),
+                                               ("json_schema", "=json_object")])
+def test_unreadable_answers_are_told_the_other_structured_output_mode(
+        mode: str, advised: str, telemetry: Telemetry, make_processor: Any,
+        judge_server: ScriptedJudgeServer, caplog: pytest.LogCaptureFixture) -> None:
+    judge = JudgeClient(judge_server.model, api_base=judge_server.url, api_key="k",
+                        retry=NO_RETRY, structured_output=mode)  # type: ignore[arg-type]
+    processor = make_processor([PromptAlignmentScorer(judge)])
+    judge_server.responder = lambda _request: Answer(content="I think it is fine.")
+    with caplog.at_level("WARNING", logger="otel_scorers"):
+        end_agent_span(telemetry, prompt="Hi?")
+        assert processor.force_flush(10_000)
+    said = [w for w in warnings_of(caplog) if "cannot judge" in w]
+    assert len(said) == 1, warnings_of(caplog)
+    fix = said[0].split("To fix:")[1]
+    assert f"in use: {mode}" in fix and f"OTEL_SCORERS_JUDGE_STRUCTURED_OUTPUT{advised}" in fix
