@@ -34,6 +34,8 @@ def check_config(config_file: str | None, as_json: bool, ping: bool) -> None:
         raise UsageProblem(str(exc)) from exc
     # printed, never a secret: keys are SecretStr (dumped as ****), URLs' credentials masked
     data = _shown(resolved.settings.model_dump(mode="json"))
+    # the judge's answer first: it is what a user checking a set-up looks for
+    failure = _ping(resolved.settings, data if as_json else None) if ping else None
     if as_json and not ping:
         click.echo(json.dumps(data, indent=2))
     elif not as_json:
@@ -44,13 +46,14 @@ def check_config(config_file: str | None, as_json: bool, ping: bool) -> None:
             shown = "****" if path.endswith("api_key") and value else json.dumps(value)
             table.add_row(path, shown, resolved.sources.get(path, "default"))
         Console().print(table)
-    if ping:
-        _ping(resolved.settings, data if as_json else None)
+    if failure is not None:
+        raise failure
 
 
-def _ping(settings: Any, as_json: dict[str, Any] | None) -> None:
-    """One tiny call to the configured judge; exit 1 when it fails. With ``as_json`` (the
-    settings), prints ``{"settings": ..., "ping": ...}``."""
+def _ping(settings: Any, as_json: dict[str, Any] | None) -> Failed | None:
+    """One tiny call to the configured judge, in its structured-output mode, and one line
+    saying what it answered; the failure to raise (exit 1) once the rest is printed, when it
+    failed. With ``as_json`` (the settings), prints ``{"settings": ..., "ping": ...}``."""
     from otel_scorers import background_loop
     from otel_scorers.gateway.security import safe_url
     from otel_scorers.judge.ping import ping
@@ -65,7 +68,8 @@ def _ping(settings: Any, as_json: dict[str, Any] | None) -> None:
               "api_base": safe_url(result.api_base) if result.api_base else None,
               "reachable": result.reachable, "latency_s": round(result.latency_s, 3),
               "structured_output": result.structured_output, "ok": result.ok,
-              "error_type": result.error_type, "error": result.error}
+              "answer": result.answer, "error_type": result.error_type,
+              "error": result.error}
     if as_json is not None:
         click.echo(json.dumps({"settings": as_json, "ping": report}, indent=2))
     else:
@@ -79,9 +83,12 @@ def _ping(settings: Any, as_json: dict[str, Any] | None) -> None:
             state = f"reached, but the call FAILED ({result.error_type})"
         else:
             state = f"NOT reached ({result.error_type})"
-        click.echo(f"{where}: {state} in {result.latency_s:.2f}s; structured output: {schema}")
+        answered = f"; it answered {result.answer}" if result.answer else ""
+        click.echo(f"{where}: {state} in {result.latency_s:.2f}s{answered}; structured "
+                   f"output: {schema}")
     if not result.ok:
-        raise Failed(f"the judge did not answer ({result.error_type}): {result.error}")
+        return Failed(f"the judge did not answer ({result.error_type}): {result.error}")
+    return None
 
 
 def _shown(value: Any) -> Any:

@@ -32,6 +32,8 @@ class PingResult:
     latency_s: float
     error_type: str | None = None
     error: str | None = None
+    #: what the judge answered, as read (a compact JSON object), when it answered in shape
+    answer: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -54,4 +56,5 @@ async def ping(client: JudgeClient) -> PingResult:
                           time.monotonic() - started, exc.error_type, str(exc))
     error = None if answer.value.ok else "the judge answered ok=false"
     return PingResult(client.model, client.api_base, mode, True, answer.usage.latency_s,
-                      None if error is None else "invalid_output", error)
+                      None if error is None else "invalid_output", error,
+                      answer.value.model_dump_json())

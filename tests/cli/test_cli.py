@@ -170,6 +170,18 @@ def test_check_config_ping_reports_the_judge(judge_server: ScriptedJudgeServer,
     judge_server.script(reply({"ok": True}))
     ok = CliRunner().invoke(main, ["check-config", "--ping"])
     assert ok.exit_code == 0 and "OK, it answered" in ok.output
+    # its answer, before the settings table (what a user checking a set-up looks for)
+    assert 'it answered {"ok":true}' in ok.output
+    assert ok.output.index("it answered") < ok.output.index("otel-scorers settings")
+    # in the configured structured-output mode
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_STRUCTURED_OUTPUT", "prompt")
+    judge_server.script(reply({"ok": True}))
+    before = len(judge_server.requests)
+    prompt = CliRunner().invoke(main, ["check-config", "--ping", "--json"])
+    assert prompt.exit_code == 0, prompt.output
+    assert json.loads(prompt.output)["ping"]["structured_output"] == "prompt"
+    assert "response_format" not in judge_server.requests[before].body
+    monkeypatch.delenv("OTEL_SCORERS_JUDGE_STRUCTURED_OUTPUT")
     judge_server.script(fault(401))
     failed = CliRunner().invoke(main, ["check-config", "--ping"])
     assert failed.exit_code == 1
