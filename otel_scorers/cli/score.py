@@ -237,6 +237,12 @@ def _scorer(row: registry.ScorerType, flags: dict[str, Any], scale: float,
         raise UsageProblem(f"{', '.join(wrong)}: not an option of the {row.name} scorer")
     values = {name: tuple(_read_text(v) for v in value) if takes[name].text and
               isinstance(value, tuple) else value for name, value in given.items()}
+    for name, value in given.items():  # an empty rubric or context file is a mistake
+        if takes[name].text and isinstance(value, tuple):
+            for raw, text in zip(value, values[name], strict=True):
+                if not text.strip():
+                    raise UsageProblem(f"--{name} {raw}: it is empty (nothing would be "
+                                       "judged)")
     try:
         options = row.options.model_validate(row.options_from_flags(values))
     except ValidationError as exc:

@@ -40,6 +40,26 @@ def parse_bool(text: str) -> bool:
     raise ValueError(f"not a boolean: {text!r}")
 
 
+def parse_rubric_value(text: str) -> str | list[Any]:
+    """A rubric from a variable: a checklist (one criterion per line), or, when it starts
+    with ``[`` or ``{``, a JSON list of criteria (or one criterion): JSON that does not
+    parse is an error, never criterion text."""
+    from otel_scorers import safe_json
+
+    stripped = text.strip()
+    if not stripped.startswith(("[", "{")):
+        return text
+    try:
+        value = safe_json.loads(stripped)
+    except ValueError as exc:
+        raise ValueError(f"it starts like JSON but is not JSON ({exc})") from None
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise ValueError("a JSON rubric is a non-empty list of criteria")
+    return value
+
+
 def parse_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
@@ -94,7 +114,8 @@ CORE_PARAMS: tuple[Param, ...] = (
     P("scorers.*.scale", None, "the score's maximum"),
     P("scorers.*.sampling", None, "the scorer's own sampling (as `sampling`)"),
     P("rubrics", "OTEL_SCORERS_RUBRIC", "rubric per agent name (the variable sets "
-      "`rubrics[\"*\"]`: every agent)", parse=str),
+      "`rubrics[\"*\"]`: every agent; a checklist, one criterion per line, or a JSON list "
+      "of criteria)", parse=parse_rubric_value),
     P("sampling.ratio", "OTEL_SCORERS_SAMPLE_RATIO", "share of traces judged"),
     P("sampling.error_ratio", "OTEL_SCORERS_ERROR_SAMPLE_RATIO", "share of error spans "
       "judged"),

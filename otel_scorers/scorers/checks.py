@@ -353,8 +353,8 @@ def steps_truncated_result(scorer: str, scale: float, run: ScorerRun, **extra: A
                            ) -> ScoreResult:
     """Not decided: a check needs steps the run left out past its bound, and nothing kept
     fails it; skipped (``steps_truncated``, counted), never passed."""
-    return ScoreResult(run_id=run.run_id, scorer=scorer, score=scale, scale=scale,
-                       label="skipped", passed=True, skipped="steps_truncated",
+    return ScoreResult(run_id=run.run_id, scorer=scorer, score=None, scale=scale,
+                       label="skipped", passed=None, skipped="steps_truncated",
                        reason=(f"Not decided: the run has more steps than are kept "
                                f"({run.steps_dropped} left out past the bound), a check needs "
                                "them, and none of those kept fails it."), **extra)
@@ -363,8 +363,8 @@ def steps_truncated_result(scorer: str, scale: float, run: ScorerRun, **extra: A
 def no_steps_result(scorer: str, scale: float, run: ScorerRun, **extra: Any) -> ScoreResult:
     """Nothing to judge: the run carries no record of what the agent did (its telemetry has
     no tool, retrieval or LLM spans under the interaction), so it is skipped, not passed."""
-    return ScoreResult(run_id=run.run_id, scorer=scorer, score=scale, scale=scale,
-                       label="skipped", passed=True, skipped="no_steps",
+    return ScoreResult(run_id=run.run_id, scorer=scorer, score=None, scale=scale,
+                       label="skipped", passed=None, skipped="no_steps",
                        reason=("Not judged: the run has no steps (no tool, retrieval or LLM "
                                "span under the interaction), so what the agent did is "
                                "unknown."), **extra)

@@ -113,8 +113,8 @@ class FaithfulnessScorer(LLMScorer):
         pieces, source = context_of(run, self.context)
         if not pieces:
             return ScoreResult(
-                run_id=run.run_id, scorer=self.name, score=self.scale, scale=self.scale,
-                label="skipped", passed=True, skipped="no_context",
+                run_id=run.run_id, scorer=self.name, score=None, scale=self.scale,
+                label="skipped", passed=None, skipped="no_context",
                 reason="Not judged: nothing to ground the answer on (no tool result or "
                        "retrieved document in the run, and no context given).")
         if not run.response.strip():

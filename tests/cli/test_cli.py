@@ -336,3 +336,15 @@ def test_a_dataset_piped_into_head_stops_at_once_without_a_traceback(
     assert "Traceback" not in said and "Exception ignored" not in said, said
     assert "Stopped: the output was closed" in said
     assert len(judge_server.requests) <= 40, len(judge_server.requests)  # not all 200
+
+
+def test_an_empty_rubric_file_is_a_usage_error_not_a_score(tmp_path: Path) -> None:
+    """A rubric file that came out empty (a bad path in a script, a truncated file) is
+    exit 2 before any call, never "nothing was judged, score 1" with exit 0."""
+    empty = tmp_path / "rubric.md"
+    empty.write_text("\n  \n")
+    result = CliRunner().invoke(main, ["score", "--criteria", f"@{empty}", "--input", "Hi?",
+                                       "--output", "Hello.", "--model", "openai/x",
+                                       "--api-base", "http://127.0.0.1:9/v1"])
+    assert result.exit_code == 2, result.output
+    assert f"--criteria @{empty}: it is empty" in result.output

@@ -72,6 +72,9 @@ def test_env_is_read_at_load_not_import(monkeypatch: pytest.MonkeyPatch) -> None
     ("OTEL_SCORERS_SAMPLE_RATIO", "abc"), ("OTEL_SCORERS_SAMPLE_RATIO", "5"),
     ("OTEL_SCORERS_EVENTS", "maybe"), ("OTEL_SCORERS_REASONS", "some"),
     ("OTEL_SCORERS_ALIGNMENT_MODE", "everything"),
+    # JSON that does not parse is an error, never one criterion with brackets in it
+    ("OTEL_SCORERS_RUBRIC", '[{"description": "greets the user"'),
+    ("OTEL_SCORERS_RUBRIC", "[]"),
 ])
 def test_bad_env_value_is_an_error_naming_it(name: str, value: str) -> None:
     # falling back (the SDK's way) would judge every run with no budget: an error instead
@@ -79,6 +82,16 @@ def test_bad_env_value_is_an_error_naming_it(name: str, value: str) -> None:
 
     with pytest.raises(EnvConfigError, match=name):
         load_settings(env={name: value})
+
+
+def test_a_rubric_variable_is_a_checklist_or_a_json_list_of_criteria() -> None:
+    rubric = load_settings(env={"OTEL_SCORERS_RUBRIC": '["greets the user", {"description": '
+                                '"is polite", "required": false}]'}).settings.rubrics["*"]
+    assert isinstance(rubric, list) and len(rubric) == 2
+    assert rubric[0] == "greets the user" and rubric[1].required is False
+    checklist = "- greets the user\n- is polite"
+    assert load_settings(env={"OTEL_SCORERS_RUBRIC": checklist}).settings.rubrics["*"] == (
+        checklist)
 
 
 def test_bad_file_and_bad_arguments_raise(tmp_path: Path) -> None:

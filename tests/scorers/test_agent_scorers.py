@@ -272,3 +272,18 @@ def test_checks_count_every_step_of_a_run_given_as_data() -> None:
     undecided = ChecksScorer(["no_loops 3"]).run(run_of_calls(300, None))
     assert undecided.skipped == "steps_truncated" and undecided.reported().score is None
     assert TrajectoryScorer(["lookup"]).run(many).skipped == "steps_truncated"
+
+
+def test_a_direct_call_with_nothing_to_judge_is_unscored_never_a_pass() -> None:
+    """Trajectory without steps, faithfulness without context: skipped with no score and no
+    pass verdict, called directly as in the pipeline (a skipped run is never a 1.0)."""
+    from otel_scorers import FaithfulnessScorer, TrajectoryScorer
+    from otel_scorers.judge.client import JudgeClient
+
+    judge = JudgeClient("openai/nothing", api_base="http://127.0.0.1:9/v1", api_key="k")
+    for scorer, skipped in ((TrajectoryScorer(["get_weather"]), "no_steps"),
+                            (FaithfulnessScorer(judge), "no_context")):
+        result = scorer.run({"input": "Weather in Paris?", "output": "Sunny."})
+        assert (result.score, result.passed, result.label, result.skipped) == (
+            None, None, "skipped", skipped)
+        assert result.to_dict()["score"] is None
