@@ -49,7 +49,10 @@ def result_line(ref: RunRef, result: ScoreResult, agent: str | None,
 
 def done_pairs(path: Path) -> set[tuple[str, str, str]]:
     """(trace_id, span_id, scorer) already judged in an earlier output, each pair on its own
-    (an error line means not done; a torn last line from an interrupted run is ignored)."""
+    (an error line means not done; a torn last line from an interrupted run is ignored). A
+    pair skipped without a judge call (``no_rubric``, ``no_steps``, ...: a cause the user may
+    have fixed since) is not done either: deciding it again costs no call, and its new line,
+    later in the file, is the one that counts."""
     done: set[tuple[str, str, str]] = set()
     if not path.exists():
         return done
@@ -60,7 +63,8 @@ def done_pairs(path: Path) -> set[tuple[str, str, str]]:
                 key = (record["trace_id"], record["span_id"], record["scorer"])
             except (ValueError, KeyError, TypeError, RecursionError):
                 continue
-            if record.get("error"):
+            if record.get("error") or (record.get("label") == "skipped"
+                                       and not record.get("judge")):
                 done.discard(key)
             else:
                 done.add(key)

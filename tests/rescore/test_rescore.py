@@ -274,6 +274,34 @@ def test_dry_run_says_the_rubric_scorer_would_skip_runs_without_a_rubric(
     assert "OTEL_SCORERS_RUBRIC" in result.stderr
 
 
+def test_a_run_skipped_for_a_cause_since_fixed_is_judged_on_resume(
+        live: dict[str, Any], tmp_path: Path, judge_server: ScriptedJudgeServer) -> None:
+    """``rescore -o`` after giving the rubric that was missing: the pairs skipped for
+    ``no_rubric`` (no judge call was made) are judged now, not counted as done."""
+    json_path, _ = _write_files(tmp_path, live["app"])
+    out = tmp_path / "results.jsonl"
+    no_rubric = tmp_path / "no-rubric.yaml"
+    no_rubric.write_text(json.dumps({
+        "judge": {"model": judge_server.model, "api_base": judge_server.url, "api_key": "k"},
+        "scorers": [{"type": "rubric"}]}))
+    first = CliRunner().invoke(main, ["rescore", str(json_path), "--config", str(no_rubric),
+                                      "-o", str(out)])
+    assert first.exit_code == 0, first.output
+    assert {r["skipped"] for r in _records(out)} == {"no_rubric"}
+    fixed = tmp_path / "fixed.yaml"
+    fixed.write_text(json.dumps({
+        "judge": {"model": judge_server.model, "api_base": judge_server.url, "api_key": "k"},
+        "scorers": [{"type": "rubric", "criteria": RUBRIC.splitlines()}]}))
+    before = len(judge_server.requests)
+    second = CliRunner().invoke(main, ["rescore", str(json_path), "--config", str(fixed),
+                                       "-o", str(out)])
+    assert second.exit_code == 0, second.output
+    assert "judging 12" in second.output and "already in" not in second.output
+    assert len(judge_server.requests) - before == 12
+    last = {(r["trace_id"], r["span_id"]): r for r in _records(out)}
+    assert len(last) == 12 and all(r["score"] is not None for r in last.values())
+
+
 def _deep_json(depth: int) -> str:
     return '{"resourceSpans": [' + '{"a": [' * depth + "]}" * depth + "]}"
 
