@@ -79,10 +79,14 @@ class SinkError(OtelScorersError):
 
     error_type = "sink_error"
 
-    def __init__(self, message: str, *, retryable: bool, reason: str) -> None:
+    def __init__(self, message: str, *, retryable: bool, reason: str,
+                 expected: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.reason = reason
+        #: a normal wait, not a failure (the trace a result annotates has not arrived yet):
+        #: retried and counted, said only if the retries run out
+        self.expected = expected
 
 
 class JudgeError(OtelScorersError):

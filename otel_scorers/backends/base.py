@@ -119,7 +119,7 @@ async def call(backend: str, base: str, method: str, path: str, *,
                         reason="unreachable") from None
     if status == 404 and missing is not None:
         raise SinkError(f"{where} does not have the {missing} (yet)", retryable=True,
-                        reason=f"{missing}_not_found")
+                        reason=f"{missing}_not_found", expected=True)
     if not 200 <= status < 300:
         raise SinkError(f"{where} answered HTTP {status}",
                         retryable=status in (408, 429) or status >= 500, reason=f"http_{status}")

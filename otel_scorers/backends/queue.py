@@ -9,18 +9,24 @@ only its own results, never another's. A failed write is retried with backoff (0
 to 10 s) until it lands or ``retry_s`` has passed since its first try (then
 ``retries_exhausted``); a write the backend refuses outright is dropped at once (its reason,
 e.g. ``http_401``). Every outcome is counted (``written``, ``retried``, ``dropped`` with the
-reason) and the first failure of each kind logged once. :meth:`flush` waits (from any thread)
-until nothing is waiting or in flight; :meth:`close` flushes within a deadline and counts what
-is left as dropped (``shutdown``).
+reason) and the first failure of each kind logged once (a normal wait, such as a trace that has
+not reached the backend yet, only if its retries run out).
+
+:meth:`flush` (from any thread; ``force_flush``) waits until nothing is waiting or in flight,
+but never on a backend that is down: a lane waiting out a backoff is tried again at once, and
+if that try fails too the flush stops waiting for it (``False``; its results stay queued and
+retried). :meth:`close` flushes within a deadline, then counts everything not written, in flight
+included, as dropped (``shutdown``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from otel_scorers.backends.base import Evaluated, ResultSink
 from otel_scorers.errors import SinkError
@@ -30,6 +36,8 @@ __all__ = ["SinkQueue"]
 Count = Callable[[str, str, "str | None", int], None]
 FIRST_DELAY_S = 0.5
 MAX_DELAY_S = 10.0
+#: How long ``close`` waits for writes waiting out a backoff to give up and be counted.
+CLOSE_WAIT_S = 2.0
 
 
 class _Lane:
@@ -43,6 +51,20 @@ class _Lane:
         #: the task draining the lane: it ends when the lane is empty, and the next offer
         #: starts another (no task waits idle, so none is left pending at exit)
         self.task: asyncio.Task[None] | None = None
+        #: set while a failed write waits out its backoff; setting ``wake`` ends the wait
+        self.failing = False
+        self.wake: asyncio.Event | None = None
+        self.retry_now = False
+        #: failed writes so far (a flush tells a new failure from the one it found)
+        self.failures = 0
+
+
+def _poke(lane: _Lane) -> None:
+    """On the loop: the lane's failed write is tried again now (or at its next backoff)."""
+    if lane.wake is not None:
+        lane.wake.set()
+    else:
+        lane.retry_now = True
 
 
 class SinkQueue:
@@ -60,6 +82,7 @@ class SinkQueue:
 
     def _reset(self) -> None:
         self._lanes = {sink.name: _Lane(sink) for sink in self.sinks}
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Condition()
         self._closing = False
         #: (sink, outcome, reason) -> count
@@ -93,7 +116,8 @@ class SinkQueue:
         # offers and the drain run on the same loop: a task that found its lane empty has
         # ended before the next offer can look at it
         if lane.task is None or lane.task.done():
-            lane.task = asyncio.get_running_loop().create_task(self._run(lane))
+            self._loop = asyncio.get_running_loop()
+            lane.task = self._loop.create_task(self._run(lane))
 
     async def _run(self, lane: _Lane) -> None:
         while batch := self._take(lane):
@@ -113,18 +137,26 @@ class SinkQueue:
         while True:
             try:
                 await sink.write(batch)
+                lane.failing = False
                 self._done(lane, "written", None, len(batch))
                 return
             except SinkError as error:
                 give_up = (not error.retryable or self._closing
                            or time.monotonic() + delay > deadline)
-                self._say(sink, error, give_up)
+                if give_up or not error.expected:
+                    self._say(sink, error, give_up)
                 if give_up:
                     reason = error.reason if not error.retryable else (
                         "shutdown" if self._closing else "retries_exhausted")
+                    lane.failing = False
                     self._done(lane, "dropped", reason, len(batch))
                     return
                 self._counted(sink.name, "retried", error.reason, len(batch))
+                if not error.expected:  # (a normal wait is waited for by a flush)
+                    with self._lock:
+                        lane.failing = True
+                        lane.failures += 1
+                        self._lock.notify_all()
             except asyncio.CancelledError:
                 self._done(lane, "dropped", "shutdown", len(batch))
                 raise
@@ -134,7 +166,16 @@ class SinkQueue:
                                    f"otel-scorers: the {sink.name} sink failed unexpectedly")
                 self._done(lane, "dropped", "internal_error", len(batch))
                 return
-            await asyncio.sleep(delay)
+            if not lane.retry_now:  # (a flush or close asked for a try now)
+                lane.wake = asyncio.Event()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(lane.wake.wait(), delay)  # or woken
+                lane.wake = None
+            lane.retry_now = False
+            if self._closing:  # closed while waiting: not tried again
+                lane.failing = False
+                self._done(lane, "dropped", "shutdown", len(batch))
+                return
             delay = min(delay * 2, MAX_DELAY_S)
 
     def _say(self, sink: ResultSink, error: SinkError, give_up: bool) -> None:
@@ -159,18 +200,42 @@ class SinkQueue:
 
     # -- from any thread -----------------------------------------------------------------
     def flush(self, timeout_s: float) -> bool:
-        """Wait until every queued result is written or dropped; ``False`` on timeout."""
+        """Wait until every queued result is written or dropped; ``False`` on timeout, or
+        when a backend that was failing fails again on the try this flush asked for (its
+        results stay queued, retried; a flush never waits out a backend that is down)."""
         deadline = time.monotonic() + max(0.0, timeout_s)
         with self._lock:
-            while self._pending:
+            # a lane failing now is tried again at once and let go if that fails; another
+            # is let go at its second failure (its first backoff cut short)
+            limit = {name: lane.failures + (1 if lane.failing else 2)
+                     for name, lane in self._lanes.items()}
+            poked = {name for name, lane in self._lanes.items() if lane.failing}
+        self._wake(lane for lane in self._lanes.values() if lane.sink.name in poked)
+        with self._lock:
+            while True:
+                waited = [lane for lane in self._lanes.values()
+                          if lane.waiting or lane.inflight]
+                if not waited:
+                    return True
+                if any(lane.failures >= limit[lane.sink.name] for lane in waited):
+                    return False  # down: tried again at once, failed again
+                again = [lane for lane in waited
+                         if lane.failing and lane.sink.name not in poked]
+                if again:
+                    poked.update(lane.sink.name for lane in again)
+                    self._lock.release()
+                    try:
+                        self._wake(again)
+                    finally:
+                        self._lock.acquire()
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
                 self._lock.wait(min(remaining, 0.05))
-        return True
 
     def close(self, timeout_s: float) -> None:
-        """Flush within ``timeout_s``, then stop: what is left is dropped (``shutdown``)."""
+        """Flush within ``timeout_s``, then stop: what is left, waiting or in a write that
+        is waiting out its backoff, is dropped and counted (``shutdown``)."""
         self.flush(timeout_s)
         with self._lock:
             self._closing = True
@@ -179,6 +244,23 @@ class SinkQueue:
                     self._counted(lane.sink.name, "dropped", "shutdown", len(lane.waiting))
                     lane.waiting.clear()
             self._lock.notify_all()
+        self._wake(self._lanes.values())  # a write waiting to retry gives up now, counted
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        with self._lock:
+            while any(lane.failing and lane.inflight for lane in self._lanes.values()):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._lock.wait(min(remaining, 0.05))
+
+    def _wake(self, lanes: Iterable[_Lane]) -> None:
+        """End the backoff waits of ``lanes``, or the next one (from any thread)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        for lane in lanes:
+            with contextlib.suppress(RuntimeError):  # the loop stopped meanwhile
+                loop.call_soon_threadsafe(_poke, lane)
 
     def totals(self) -> dict[str, dict[str, int]]:
         """Per sink: ``written``, ``retried``, ``dropped`` and ``dropped:<reason>`` counts."""

@@ -75,6 +75,43 @@ def test_past_its_bound_a_result_is_dropped_and_counted() -> None:
     queue.close(1)
 
 
+def eventually(check: Any, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_flush_never_waits_out_a_backend_that_is_down_and_close_counts_every_result(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Phoenix down: ``force_flush`` tries once more and lets go (not its whole timeout);
+    at close every result not written is counted, the one in a write waiting to retry too."""
+    down = SinkError("Phoenix unreachable", retryable=True, reason="unreachable")
+    sink = Recording(fail=[down] * 1000)
+    queue = SinkQueue([sink], retry_s=600)
+    offer(queue, *(item(i) for i in range(6)))
+    started = time.monotonic()
+    assert not queue.flush(30)
+    assert time.monotonic() - started < 10  # two quick failures, not 30 s
+    queue.close(0.1)
+    totals = queue.totals()["recording"]
+    assert totals.get("written", 0) == 0
+    assert totals["dropped:shutdown"] == 6, totals  # all six, the in-flight batch included
+
+
+def test_a_normal_wait_is_retried_quietly(caplog: pytest.LogCaptureFixture) -> None:
+    """MLflow before the trace has arrived: retried and counted, not a warning."""
+    not_yet = SinkError("MLflow does not have the trace (yet)", retryable=True,
+                        reason="trace_not_found", expected=True)
+    said: list[str] = []
+    queue = SinkQueue([Recording(fail=[not_yet])], retry_s=30,
+                      log_once=lambda _key, message: said.append(message))
+    offer(queue, item(1))
+    eventually(lambda: queue.flush(10))
+    assert queue.totals()["recording"]["written"] == 1 and said == []
+    queue.close(1)
+
+
 async def _set(event: asyncio.Event) -> None:
     event.set()
 
@@ -83,7 +120,9 @@ def test_failures_are_retried_then_dropped_refusals_at_once() -> None:
     sink = Recording(fail=[SinkError("down", retryable=True, reason="unreachable")] * 2)
     queue = SinkQueue([sink], retry_s=30)
     offer(queue, item(1))
-    assert queue.flush(10)
+    # a flush lets go of a sink failing twice in a row (it never waits out a backend that is
+    # down); the result stays queued and the next flush tries it again
+    eventually(lambda: queue.flush(10))
     assert queue.totals()["recording"] == {"retried": 2, "written": 1, "waiting": 0}
     refused = SinkQueue([Recording(fail=[SinkError("no", retryable=False, reason="http_401")])])
     offer(refused, item(2))
@@ -92,7 +131,7 @@ def test_failures_are_retried_then_dropped_refusals_at_once() -> None:
     late = SinkQueue([Recording(fail=[SinkError("down", retryable=True, reason="unreachable")]
                                 * 50)], retry_s=0.6)
     offer(late, item(3))
-    assert late.flush(10)
+    eventually(lambda: late.flush(10))
     assert late.totals()["recording"]["dropped:retries_exhausted"] == 1
     for q in (queue, refused, late):
         q.close(1)
