@@ -199,11 +199,20 @@ class SinkQueue:
             self._count(sink, outcome, reason, count)
 
     # -- from any thread -----------------------------------------------------------------
-    def flush(self, timeout_s: float) -> bool:
+    def flush(self, timeout_s: float, *, patient: bool = False) -> bool:
         """Wait until every queued result is written or dropped; ``False`` on timeout, or
         when a backend that was failing fails again on the try this flush asked for (its
-        results stay queued, retried; a flush never waits out a backend that is down)."""
+        results stay queued, retried; a flush never waits out a backend that is down).
+        ``patient``: wait out the retries too (a batch command's end: ``rescore``)."""
         deadline = time.monotonic() + max(0.0, timeout_s)
+        if patient:
+            with self._lock:
+                while self._pending:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    self._lock.wait(min(remaining, 0.05))
+            return True
         with self._lock:
             # a lane failing now is tried again at once and let go if that fails; another
             # is let go at its second failure (its first backoff cut short)

@@ -103,7 +103,9 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
         raise UsageProblem(str(exc)) from None
     finally:
         if "sinks" in processor.health():  # results on their way to Phoenix: let them land
-            processor.force_flush(int((processor.settings.sinks.retry_s + 5) * 1000))
+            wait = int((processor.settings.sinks.retry_s + 5) * 1000)
+            processor.force_flush(wait)
+            processor.wait_for_results(wait)
         processor.shutdown()
         if telemetry is not None:
             telemetry.shutdown()

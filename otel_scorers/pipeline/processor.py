@@ -189,6 +189,13 @@ class ScoringSpanProcessor(SpanProcessor):
                                      "unscored")
             self._forward(span)
 
+    def wait_for_results(self, timeout_millis: int) -> bool:
+        """Wait until every result is written to its backends or dropped, retries included
+        (``force_flush`` never waits out a backend that is down; a batch command's end does:
+        ``rescore``). ``True`` when nothing is left waiting."""
+        sinks = self._parts.sinks
+        return sinks is None or sinks.flush(timeout_millis / 1000.0, patient=True)
+
     # -- sessions ---------------------------------------------------------------------------
     def score_sessions(self, key: str | None = None, timeout_millis: int = 30_000) -> bool:
         """Judge every session with turns not judged yet now (``key``: that one), the
