@@ -49,11 +49,15 @@ __all__ = ["serve"]
               help="On SIGTERM, seconds to let queued evaluations finish, then to flush the "
                    "evaluation telemetry (also each export's timeout); requests in flight get "
                    "--forward-timeout first. Within a typical 30 s termination grace period.")
+@click.option("--check-judge", is_flag=True,
+              help="Before listening, make one request to each judge in its structured-output "
+                   "mode; exit 2, saying what to fix, when one fails.")
 def serve(upstream: str, host: str, port: int, grpc_port: int, config_file: str | None,
           max_inflight: int,
           max_body_mb: float, forward_timeout: float, metric_interval: float,
           upstream_headers: tuple[str, ...], read_timeout: float, token_file: str | None,
-          tls_cert: str | None, tls_key: str | None, shutdown_timeout: float) -> None:
+          tls_cert: str | None, tls_key: str | None, shutdown_timeout: float,
+          check_judge: bool) -> None:
     """Run the OTLP scoring gateway: accept /v1/traces, /v1/logs and /v1/metrics (HTTP and
     gRPC), forward upstream, score.
 
@@ -80,7 +84,11 @@ def serve(upstream: str, host: str, port: int, grpc_port: int, config_file: str 
                           metric_interval_s=metric_interval,
                           extra_readers=[PrometheusMetricReader()], headers=headers or None,
                           timeout_s=shutdown_timeout)
-    processor = processor_for(config_file, telemetry, shutdown_timeout_s=shutdown_timeout)
+    extra = {"check_judge": False} if check_judge else {}  # checked here, not twice
+    processor = processor_for(config_file, telemetry, shutdown_timeout_s=shutdown_timeout,
+                              **extra)
+    if check_judge:
+        _check_judges(processor, telemetry)
     gateway = Gateway(processor, upstream, meter_provider=telemetry.meter_provider,
                       max_body_bytes=int(max_body_mb * 1024 * 1024), max_inflight=max_inflight,
                       forward_timeout_s=forward_timeout, read_timeout_s=read_timeout,
@@ -107,6 +115,23 @@ def serve(upstream: str, host: str, port: int, grpc_port: int, config_file: str 
     # on SIGTERM, requests in flight get at most --forward-timeout more (not aiohttp's 60 s)
     web.run_app(app, host=host, port=port, print=None, handle_signals=True, ssl_context=tls,
                 shutdown_timeout=forward_timeout)
+
+
+def _check_judges(processor: Any, telemetry: Any) -> None:
+    """``--check-judge``: one request to each judge before listening; exit 2 on a failure
+    (its fix is the error line the check logged)."""
+    from otel_scorers import background_loop
+    from otel_scorers.pipeline.health import check_judges, judges_of
+
+    results = background_loop.run_sync(check_judges(judges_of(processor.scorers)))
+    failed = [r for r in results if not r.ok]
+    if failed:
+        processor.shutdown()
+        telemetry.shutdown()
+        raise UsageProblem(f"--check-judge: {len(failed)} judge(s) did not answer the start "
+                           f"check ({', '.join(str(r.error_type) for r in failed)}); the line "
+                           "above says what to fix")
+    click.echo(f"judge check: {len(results)} judge(s) answered", err=True)
 
 
 def _judges(processor: Any) -> str:

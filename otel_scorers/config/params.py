@@ -218,6 +218,10 @@ CORE_PARAMS: tuple[Param, ...] = (
       "that judge a run with the same judge (half the calls with both scorers; a broken half "
       "of the answer fails only its scorer); off until `otel-scorers calibrate --fused` on "
       "your judge shows no loss", argument=True),
+    P("check_judge", "OTEL_SCORERS_CHECK_JUDGE", "at start, one request to each judge in its "
+      "structured-output mode, off the application's thread: a wrong model, base, key or mode, "
+      "or a missing embedded model, is logged with its fix before the first run "
+      "(`serve --check-judge` exits 2 instead)", argument=True),
 )
 
 
@@ -245,6 +249,7 @@ class PipelineSettings(TypedDict, total=False):
     max_agents: int
     isolation: Literal["thread", "process"]
     fuse_judge_calls: bool
+    check_judge: bool
 
 
 ARGUMENTS: frozenset[str] = frozenset(p.path for p in CORE_PARAMS if p.argument)

@@ -240,6 +240,8 @@ class Settings(StrictModel):
     interaction_wait_s: float = Field(default=60.0, gt=0)
     max_agents: int = Field(default=100, gt=0)
     fuse_judge_calls: bool = False
+    #: one judge request at start, off the application's thread, its outcome logged
+    check_judge: bool = False
     isolation: Literal["thread", "process"] = "thread"
     sessions: SessionSettings = SessionSettings()
     sinks: SinkSettings = SinkSettings()

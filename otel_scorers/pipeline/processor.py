@@ -19,6 +19,7 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,12 @@ class ScoringSpanProcessor(SpanProcessor):
         if problems:  # scoring off: every span goes on (to enriched export, if any)
             logger.error("otel-scorers: scoring is disabled: %s", "; ".join(problems))
             self.on_end = self._forward  # type: ignore[method-assign]
+        #: ``check_judge``: the start check of the judges, running on the background loop
+        #: (its result: one :class:`~otel_scorers.judge.ping.PingResult` per judge)
+        self.judge_check: Future[list[Any]] | None = None
+        if settings.check_judge and not problems:
+            self.judge_check = background_loop.submit(
+                health.check_judges(health.judges_of(self.scorers)))
         if hasattr(os, "register_at_fork"):
             ref = weakref.ref(self)
             os.register_at_fork(after_in_child=lambda: _after_fork(ref))
