@@ -95,6 +95,8 @@ def serve(upstream: str, host: str, port: int, grpc_port: int, config_file: str 
                       grpc_address=f"{host}:{grpc_port}" if grpc_port else None,
                       upstream_headers=headers, auth=auth, tls=tls,
                       tls_files=(tls_cert, tls_key) if tls_cert and tls_key else None)
+    if config_file is not None:  # SIGHUP reads it again
+        gateway.rebuild = lambda: _rebuild(config_file, telemetry, shutdown_timeout)
     app = gateway.app()
 
     async def flush_telemetry(_app: Any) -> None:
@@ -115,6 +117,19 @@ def serve(upstream: str, host: str, port: int, grpc_port: int, config_file: str 
     # on SIGTERM, requests in flight get at most --forward-timeout more (not aiohttp's 60 s)
     web.run_app(app, host=host, port=port, print=None, handle_signals=True, ssl_context=tls,
                 shutdown_timeout=forward_timeout)
+
+
+def _rebuild(config_file: str, telemetry: Any, shutdown_timeout: float) -> Any:
+    """The processor the configuration file (and the environment) describe now; raises
+    :class:`~otel_scorers.errors.ConfigError` when it is not valid."""
+    from otel_scorers.config import load_settings
+    from otel_scorers.pipeline.processor import ScoringSpanProcessor
+
+    load_settings(config=config_file)  # raises on a bad file or variable
+    return ScoringSpanProcessor(config=config_file, tracer_provider=telemetry.tracer_provider,
+                                meter_provider=telemetry.meter_provider,
+                                logger_provider=telemetry.logger_provider,
+                                shutdown_timeout_s=shutdown_timeout, check_judge=False)
 
 
 def _check_judges(processor: Any, telemetry: Any) -> None:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import signal as signal_module
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -103,6 +104,12 @@ class Gateway:
         self._session: ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._grpc: Any = None
+        #: processors a reload replaced: shut down, kept so their cumulative counts (the
+        #: observable decision counters) go on adding up instead of falling back
+        self._retired: list[ScoringSpanProcessor] = []
+        #: what the next reload builds (``serve`` with ``--config``; ``None``: none on SIGHUP)
+        self.rebuild: Any = None
+        self._reloading = False
         self.counts: dict[str, int] = {}
         meter = get_meter(n.SCOPE_NAME, __version__, meter_provider=meter_provider)
         self._requests = meter.create_counter(
@@ -134,6 +141,8 @@ class Gateway:
 
     async def _start(self, _app: web.Application) -> None:
         self._loop = asyncio.get_running_loop()
+        if self.rebuild is not None and hasattr(signal_module, "SIGHUP"):
+            self._loop.add_signal_handler(signal_module.SIGHUP, self._on_hup)
         self._session = ClientSession(timeout=ClientTimeout(total=self.forward_timeout_s),
                                       auto_decompress=False)
         if self.grpc_address is not None:
@@ -147,6 +156,40 @@ class Gateway:
         if self._session is not None:
             await self._session.close()
         await asyncio.to_thread(self.processor.shutdown)
+
+    # -- SIGHUP: the configuration again ----------------------------------------------------
+    def _on_hup(self) -> None:
+        if self._reloading:
+            logger.warning("otel-scorers: a reload is running already; this SIGHUP is ignored")
+            return
+        self._reloading = True
+        assert self._loop is not None
+        self._loop.create_task(self.reload(self.rebuild))
+
+    async def reload(self, build: Any) -> bool:
+        """Swap in a processor ``build()`` makes from the configuration as it is now (rubrics,
+        scorers, sampling): built and validated first, off the loop; a bad configuration is
+        one error line and the running one is kept. The old processor finishes what it holds
+        (its evaluations in flight and queued, its traces, its sessions) while new data goes
+        to the new one: nothing in flight is lost. ``True`` when the new one is in."""
+        try:
+            try:
+                fresh = await asyncio.to_thread(build)
+            except Exception as exc:  # a bad file or variable, a scorer that cannot be built
+                logger.error("otel-scorers: the configuration was not reloaded: %s; the running "
+                             "one is kept", str(exc).splitlines()[0] if str(exc) else
+                             type(exc).__name__)
+                return False
+            old = self.processor
+            fresh.log_processor()
+            self.processor, self.strip_policy = fresh, fresh.strip_policy
+            self._retired.append(old)
+            await asyncio.to_thread(old.shutdown)
+            logger.warning("otel-scorers: configuration reloaded (scorers: %s)",
+                           ", ".join(s.name for s in fresh.scorers) or "none")
+            return True
+        finally:
+            self._reloading = False
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
