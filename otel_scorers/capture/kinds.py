@@ -29,6 +29,7 @@ HANDOFF: Final = "handoff"
 GENAI_KINDS: Final[Mapping[str, str]] = {
     "invoke_agent": AGENT, "agent.run": AGENT, "invoke_workflow": CHAIN, "chat": LLM,
     "text_completion": LLM, "generate_content": LLM, "execute_tool": TOOL, "handoff": HANDOFF,
+    "agent_handoff": HANDOFF,
     "retrieval": RETRIEVAL, "retrieve": RETRIEVAL,
 }
 OPENINFERENCE_KINDS: Final[Mapping[str, str]] = {

@@ -20,7 +20,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
-from otel_scorers.capture.kinds import span_kind
+from otel_scorers.capture.kinds import AGENT, span_kind
 from otel_scorers.capture.logs import RecordContent, original_events, span_records
 
 __all__ = ["Piece", "descends_from", "pieces_under"]
@@ -61,11 +61,15 @@ class Piece:
 def pieces_under(root: int, spans: Sequence[tuple[ReadableSpan, Mapping[str, Any]]],
                  records: Mapping[int, Sequence[RecordContent]],
                  parents: Mapping[int, int | None], agents: Mapping[int, tuple[int, int]],
-                 *, nested_own: bool = False) -> tuple[list[Piece], int]:
+                 *, nested_own: bool = False,
+                 agent_attrs: Mapping[int, Mapping[str, Any]] | None = None
+                 ) -> tuple[list[Piece], int]:
     """The pieces owned by span ``root`` (each buffered span, or span with records, below it
     whose nearest selected agent ancestor is ``root`` itself, or any below it with
     ``nested_own``; a record whose span left no parent link, by time), and the count of pieces
-    below it that a nested agent span owns."""
+    below it that a nested agent span owns. ``agent_attrs`` (agent span id -> attributes): the
+    agent spans below it that carry no content are pieces too (kind ``agent``, no content:
+    they name the agent each step ran under, after a handoff the agent handed to)."""
     by_id: dict[int, Piece] = {}
     nested: set[int] = set()
     owners: Mapping[int, tuple[int, int]] = {} if nested_own else agents
@@ -89,6 +93,13 @@ def pieces_under(root: int, spans: Sequence[tuple[ReadableSpan, Mapping[str, Any
                                    max(r.timestamp for r in own), None, tuple(own))
         elif owner is not None:
             nested.add(span_id)
+    for span_id, attrs in (agent_attrs or {}).items():
+        if span_id == root or span_id in by_id or span_id not in agents:
+            continue
+        if _owner(span_id, root, parents, owners) == root:
+            start, end = agents[span_id]
+            by_id[span_id] = Piece(span_id, start, end, attrs, (), AGENT, "",
+                                   parents.get(span_id))
     return list(by_id.values()), len(nested)
 
 

@@ -62,7 +62,25 @@ def steps_of(pieces: Sequence[Piece], found: Mapping[int, Found],
                      agent_of(piece.span_id))
         if step is not None:
             steps.append(step)
-    return bounded(_asked_arguments(steps), cut=cut)
+    return bounded(_asked_arguments(_handoff_targets(steps)), cut=cut)
+
+
+def _handoff_targets(steps: list[Step]) -> list[Step]:
+    """A handoff whose span does not name the agent it handed to (OpenLLMetry's
+    ``triage → unknown.handoff``) is named after the agent of the first later step that ran
+    under another agent; with none, its span's name stays."""
+    out = list(steps)
+    for index, step in enumerate(out):
+        if step.kind != "handoff" or not step.name.startswith(_UNNAMED):
+            continue
+        after = next((s.agent for s in out[index + 1:] if s.agent and s.agent != step.agent),
+                     None)
+        out[index] = step.model_copy(update={"name": after or step.name[len(_UNNAMED):]})
+    return out
+
+
+#: The mark of a handoff step whose target its span leaves unnamed (resolved above).
+_UNNAMED = "\x00unnamed:"
 
 
 def step_of_span(span: Any, attrs: Mapping[str, Any]) -> Step | None:
@@ -179,14 +197,20 @@ def _fields(piece: Piece, found: Found | None, wrapper: bool) -> dict[str, Any] 
         if piece.name.startswith("handoff to "):
             return dict(kind="handoff", name=_text(attrs.get("output.value"))
                         or piece.name[len("handoff to "):])
+        if _is_final_answer(name, piece.name, attrs):
+            return None  # the answer itself (smolagents), not a step
         arguments, result = _event_io(piece)
         text, failed = tool_result(_first_text(attrs, _RESULT_KEYS) or result)
         return dict(kind="tool", name=name,
-                    arguments=clip(_first_text(attrs, _ARGUMENT_KEYS) or arguments),
+                    arguments=clip(tool_arguments(_first_text(attrs, _ARGUMENT_KEYS)
+                                                  or arguments)),
                     result=clip(text), error=clip(_error(piece) or failed))
     if piece.kind == kinds.HANDOFF:
-        target = _first_text(attrs, ("gen_ai.handoff.to_agent", "gen_ai.agent.name"))
-        return dict(kind="handoff", name=target or piece.name)
+        target = _text(attrs.get("gen_ai.handoff.to_agent"))
+        named = _text(attrs.get("gen_ai.agent.name"))
+        if not target and named and named != _text(attrs.get("gen_ai.handoff.from_agent")):
+            target = named  # (OpenLLMetry names the agent handing off here: not a target)
+        return dict(kind="handoff", name=target or _UNNAMED + piece.name)
     if piece.kind == kinds.RETRIEVAL:
         return dict(kind="retrieval", name=piece.name, query=clip(_text(attrs.get("input.value"))),
                     documents=_documents(attrs), error=clip(_error(piece)))
@@ -202,6 +226,64 @@ def _fields(piece: Piece, found: Found | None, wrapper: bool) -> dict[str, Any] 
                     input_tokens=input_tokens, output_tokens=output_tokens, tool_calls=calls,
                     error=clip(_error(piece)))
     return None
+
+
+def _is_final_answer(name: str | None, span_name: str, attrs: Mapping[str, Any]) -> bool:
+    """smolagents' ``final_answer`` tool: how its agents give their answer."""
+    if name != "final_answer":
+        return False
+    description = attrs.get("tool.description")
+    return span_name == "FinalAnswerTool" or (
+        isinstance(description, str) and description.startswith("Provides a final answer"))
+
+
+#: The keys a framework's envelope adds around a tool's arguments.
+_TRACELOOP_INPUT = frozenset({"input_str", "tags", "metadata", "inputs", "kwargs", "run_id",
+                              "parent_run_id"})
+_CALL_ENVELOPE = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
+MAX_LITERAL_CHARS = 20_000
+
+
+def tool_arguments(raw: str | None) -> str | None:
+    """The arguments the model asked for, out of a framework's envelope (JSON again): the
+    ``inputs`` of Traceloop's LangChain input wrapper (``input_str``, ``tags``, ``metadata``,
+    ...; its ``input_str``, a Python literal, when there are no ``inputs``), the ``kwargs`` of
+    smolagents' and LlamaIndex's call record (``args``, ``sanitize_inputs_outputs``,
+    ``kwargs``: the ``args`` when only they are given). Anything else is kept as it is (a
+    tool whose one parameter is called ``kwargs`` is read as an envelope too)."""
+    if raw is None or not raw.lstrip().startswith("{") or len(raw) > MAX_DEFINITIONS_CHARS:
+        return raw
+    try:
+        value = safe_json.loads(raw)
+    except ValueError:
+        return raw
+    if not isinstance(value, dict) or not value:
+        return raw
+    keys = set(value)
+    inner: Any = None
+    if "input_str" in keys and keys <= _TRACELOOP_INPUT:
+        inner = value.get("inputs") if isinstance(value.get("inputs"), dict) else _literal(
+            value.get("input_str"))
+    elif "kwargs" in keys and keys <= _CALL_ENVELOPE and isinstance(value["kwargs"], dict):
+        args = value.get("args")
+        inner = value["kwargs"] if value["kwargs"] or not isinstance(args, list) or not args \
+            else args
+    if inner is None:
+        return raw
+    return json.dumps(inner, ensure_ascii=False, default=str)
+
+
+def _literal(text: Any) -> Any:
+    """A Python literal (a dict's repr), read safely and bounded; ``None`` when it is not one."""
+    import ast
+
+    if not isinstance(text, str) or len(text) > MAX_LITERAL_CHARS:
+        return None
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, dict | list) else None
 
 
 def tool_result(raw: str | None) -> tuple[str | None, str | None]:

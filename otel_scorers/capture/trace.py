@@ -70,6 +70,8 @@ class _Trace:
     record_count: int = 0
     parents: dict[int, int | None] = field(default_factory=dict)
     agents: dict[int, tuple[int, int]] = field(default_factory=dict)  # span id -> start, end
+    #: the agent spans' attributes (the same mappings the candidates hold): their names
+    agent_attrs: dict[int, Mapping[str, Any]] = field(default_factory=dict)
     pending: list[Candidate] = field(default_factory=list)
     llm: set[int] = field(default_factory=set)  # span ids of LLM calls and content
     size: int = 0
@@ -152,6 +154,8 @@ class TraceBuffer:
                 entry.parents[context.span_id] = parent
             if agent:
                 entry.agents[context.span_id] = (span.start_time or 0, span.end_time or 0)
+                if attrs is not None:
+                    entry.agent_attrs[context.span_id] = attrs
             if parent is None and not agent:
                 # the trace's root ended and was not itself selected: every agent run of the
                 # trace has been queued; keep the entry only a little longer for their workers
@@ -191,6 +195,8 @@ class TraceBuffer:
                 return False
             entry.parents[context.span_id] = span.parent.span_id if span.parent else None
             entry.agents[context.span_id] = (span.start_time or 0, span.end_time or 0)
+            if candidate.kind == AGENT:
+                entry.agent_attrs[context.span_id] = candidate.attributes
             entry.pending.append(candidate)
             entry.size += SPAN_OVERHEAD
             self._bytes += SPAN_OVERHEAD
@@ -309,8 +315,9 @@ class TraceBuffer:
             records = {key: list(value) for key, value in entry.records.items()}
             parents = dict(entry.parents)
             agents = dict(entry.agents)
+            agent_attrs = dict(entry.agent_attrs)
         return pieces_under(agent.context.span_id, spans, records, parents, agents,
-                            nested_own=nested_own)
+                            nested_own=nested_own, agent_attrs=agent_attrs)
 
     def links(self, span: ReadableSpan) -> dict[int, int | None]:
         """The parent links of ``span``'s trace (child span id -> parent span id)."""

@@ -88,7 +88,8 @@ class Evaluation:
         self.emission.reset_after_fork()
 
     async def run(self, job: Job, *, descendants: Sequence[ReadableSpan | Piece] | None = None,
-                  nested: int = 0) -> list[ScoreResult]:
+                  nested: int = 0, links: Mapping[int, int | None] | None = None
+                  ) -> list[ScoreResult]:
         """Capture ``job.span``'s run and judge it with each of the job's scorers.
 
         Returns the results in scorer order; an empty list when nothing could be captured (the
@@ -97,7 +98,7 @@ class Evaluation:
         span = job.span
         captured = self.reader.capture_safely(span, attributes=job.attributes,
                                               descendants=descendants, nested=nested,
-                                              agent=job.agent)
+                                              agent=job.agent, links=links)
         if (captured.reason == Reason.NO_CONTENT and descendants is None
                 and self.defer is not None and self.defer(job)):
             return []  # back when its log records arrive, or their wait is over

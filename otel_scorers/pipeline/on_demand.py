@@ -68,11 +68,13 @@ class OnDemand:
     async def evaluate(self, span: ReadableSpan, *,
                        descendants: Sequence[ReadableSpan | Piece] | None = None,
                        nested: int = 0, scorers: Sequence[str] | None = None,
-                       agent: str | None = None) -> list[ScoreResult]:
+                       agent: str | None = None,
+                       links: Mapping[int, int | None] | None = None) -> list[ScoreResult]:
         """Capture and judge ``span`` with every scorer now, bypassing sampling and the queue
         (the decisions are counted and results emitted as for live runs). ``descendants`` are
         the content under it (spans or pieces), when its own attributes lack the
-        conversation; ``nested`` counts content under it that nested agent spans own;
+        conversation (``links``: their trace's child -> parent span ids, naming the agent of
+        each step); ``nested`` counts content under it that nested agent spans own;
         ``scorers`` (names) limits the judging to some of the scorers; ``agent`` names the
         interaction's agent when its span does not.
 
@@ -84,16 +86,16 @@ class OnDemand:
         self._counts.select(tuple(slot.name for slot in slots), [])
         return await background_loop.on_loop(
             self._evaluation.run(Job(span, slots, agent=agent), descendants=descendants or [],
-                                 nested=nested))
+                                 nested=nested, links=links))
 
     def capture(self, span: ReadableSpan, *,
                 descendants: Sequence[ReadableSpan | Piece] | None = None,
-                nested: int = 0, agent: str | None = None, steps: bool | None = None
-                ) -> Captured:
+                nested: int = 0, agent: str | None = None, steps: bool | None = None,
+                links: Mapping[int, int | None] | None = None) -> Captured:
         """The run this processor would judge for ``span`` (no judge call, nothing counted);
         ``steps=True`` captures what the agent did even when no scorer reads it."""
         return self._evaluation.reader.capture(span, descendants=descendants, nested=nested,
-                                               agent=agent, steps=steps)
+                                               agent=agent, steps=steps, links=links)
 
     def agent_of(self, span: ReadableSpan) -> str | None:
         """The agent name of ``span`` as capture reads it (the mapping's key first)."""

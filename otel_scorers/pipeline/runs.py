@@ -52,15 +52,16 @@ class RunReader:
 
     def capture(self, span: ReadableSpan, *, attributes: Mapping[str, Any] | None = None,
                 descendants: Sequence[ReadableSpan | Piece] | None = None,
-                nested: int = 0, agent: str | None = None, steps: bool | None = None
-                ) -> Captured:
+                nested: int = 0, agent: str | None = None, steps: bool | None = None,
+                links: Mapping[int, int | None] | None = None) -> Captured:
         """The run to judge for ``span`` (no judge call, nothing counted). Without
-        ``descendants``, what is buffered under it (spans and log records) is used;
+        ``descendants``, what is buffered under it (spans and log records) is used; with them,
+        ``links`` (child -> parent span ids of their trace) tell the steps their agents;
         ``nested`` counts content under it that nested agent spans own (per-agent);
         ``steps`` (default: when a scorer reads them) captures what the agent did."""
         records: Sequence[Any] = ()
         pieces: Sequence[Any] = list(descendants or ())
-        links: dict[int, int | None] = {}
+        links = dict(links or {})
         cut = None
         if descendants is None and self.buffer is not None:
             records = self.buffer.records_of(span)

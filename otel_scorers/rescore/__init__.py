@@ -223,7 +223,7 @@ class _Pass:
         processor, sessions = self.rescorer.processor, self.sessions
         results = await processor.on_demand.evaluate(
             ref.span, descendants=ref.descendants, nested=ref.nested, scorers=names,
-            agent=ref.agent) if names else []
+            agent=ref.agent, links=ref.links) if names else []
         agent = processor.on_demand.agent_of(ref.span) or ref.agent
         if names and not results:
             self.plan.outcome["not_captured"] += 1
@@ -232,7 +232,7 @@ class _Pass:
         if (results and self.rescorer.include_run) or turn:
             run = processor.on_demand.capture(ref.span, descendants=ref.descendants,
                                               nested=ref.nested, agent=ref.agent,
-                                              steps=True).run
+                                              steps=True, links=ref.links).run
         if turn and sessions is not None:
             if run is not None:
                 sessions.add(ref, run, agent)

@@ -82,7 +82,8 @@ def estimate(processor: ScoringSpanProcessor, runs: Iterable[RunRef]) -> DryRunE
     for ref in runs:
         result.runs += 1
         captured = processor.on_demand.capture(ref.span, descendants=ref.descendants,
-                                               nested=ref.nested, agent=ref.agent)
+                                               nested=ref.nested, agent=ref.agent,
+                                               links=ref.links)
         agent = captured.agent or "(unnamed)"
         result.by_agent[agent] = result.by_agent.get(agent, 0) + 1
         if len(result.first_runs) < 20:

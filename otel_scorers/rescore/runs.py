@@ -43,6 +43,8 @@ class RunRef:
     agent: str | None = None
     #: the session the interaction belongs to (its key), when it carries one
     session: str | None = None
+    #: its trace's child -> parent span ids (the agent each step ran under)
+    links: Mapping[int, int | None] = field(default_factory=dict)
 
     @property
     def trace_id(self) -> str:
@@ -61,6 +63,7 @@ class _Trace:
     parents: dict[int, int | None] = field(default_factory=dict)
     content: list[tuple[ReadableSpan, Mapping[str, Any]]] = field(default_factory=list)
     agents: dict[int, tuple[int, int]] = field(default_factory=dict)
+    agent_attrs: dict[int, Mapping[str, Any]] = field(default_factory=dict)
     selected: list[Candidate] = field(default_factory=list)
     llm: set[int] = field(default_factory=set)
 
@@ -109,6 +112,8 @@ class RunStream:
             trace.selected.append(Candidate(span, attrs, kind))
             if kind != LLM:
                 trace.agents[context.span_id] = (span.start_time or 0, span.end_time or 0)
+                if kind == AGENT:
+                    trace.agent_attrs[context.span_id] = attrs
         # pieces as live (TraceBuffer): content and step spans that are no candidate, and
         # agent candidates with content (a nested agent's turn); never a chain candidate
         content = not CONTENT_KEY_SET.isdisjoint(attrs)
@@ -133,9 +138,10 @@ class RunStream:
         for span, agent, nested_own, session in self._roots(trace):
             assert span.context is not None
             pieces, nested = pieces_under(span.context.span_id, trace.content, {},
-                                          trace.parents, trace.agents, nested_own=nested_own)
+                                          trace.parents, trace.agents, nested_own=nested_own,
+                                          agent_attrs=trace.agent_attrs)
             used.update(piece.span_id for piece in pieces)
-            yield RunRef(span, tuple(pieces), nested, agent, session)
+            yield RunRef(span, tuple(pieces), nested, agent, session, trace.parents)
         self.unselected += sum(1 for span, _ in trace.content if span.context is not None
                                and span.context.span_id not in used
                                and span.context.span_id not in selected
