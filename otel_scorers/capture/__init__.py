@@ -36,6 +36,7 @@ from otel_scorers.capture.conventions import (
     Found,
     Limits,
     attr_value,
+    is_answer,
     loose_messages,
     parse_json,
 )
@@ -48,7 +49,7 @@ from otel_scorers.capture.logs import (
 )
 from otel_scorers.capture.pieces import Piece
 from otel_scorers.capture.readers import READERS
-from otel_scorers.capture.serialized import is_blank
+from otel_scorers.capture.serialized import looks_like_repr
 from otel_scorers.capture.steps import steps_of, tools_of
 from otel_scorers.names import RUBRIC_ATTRIBUTE, Reason
 from otel_scorers.scorers.run import Message, RunLike, ScorerRun
@@ -186,6 +187,10 @@ def _missing(found: Found, calls: Sequence[tuple[Piece, Found]], nested: int, na
     if notes:
         return Reason.UNREADABLE, (f"span {name!r}: the {part} could not be read ("
                                    + "; ".join(dict.fromkeys(notes))[:400] + ")")
+    if not found.has_output and any(looks_like_repr(m.content) for m in found.outputs):
+        return Reason.NO_CONTENT, (f"span {name!r}: no text answer (the answer recorded is a "
+                                   "Python repr of a framework object, such as a tool call or "
+                                   "a handoff, not text)")
     if not found.has_output and any(m.tool_calls for f in (own, *(c[1] for c in calls))
                                     for m in f.outputs):
         return Reason.NO_CONTENT, (f"span {name!r}: no text answer (the last turns end in tool "
@@ -250,8 +255,11 @@ def choose(own: Found, calls: Sequence[tuple[Piece, Found]]) -> tuple[Found, str
 
 
 def _text_only(outputs: list[Message]) -> list[Message]:
-    """The output messages that have text (a tool-call turn before the answer is a step)."""
-    return [m for m in outputs if not is_blank(m.content)] or outputs
+    """The output messages that have text (a tool-call turn before the answer is a step; a
+    repr of a framework object is never an answer)."""
+    return [m for m in outputs if is_answer(m.content)] or [
+        m.model_copy(update={"content": ""}) if looks_like_repr(m.content) else m
+        for m in outputs]
 
 
 def _agent_namer(span: ReadableSpan, agent: str | None, pieces: Sequence[Piece],

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from otel_scorers import safe_json
-from otel_scorers.capture.serialized import Quality, is_blank, read_value
+from otel_scorers.capture.serialized import Quality, is_blank, looks_like_repr, read_value
 from otel_scorers.names import Reason
 from otel_scorers.scorers.run import Message, messages_from
 
@@ -90,7 +90,14 @@ class Found:
 
     @property
     def has_output(self) -> bool:
-        return any(not is_blank(m.content) for m in self.outputs)
+        """An answer with text (a Python repr of a framework object, as an instrumentation
+        may write a tool call's turn, is never one)."""
+        return any(is_answer(m.content) for m in self.outputs)
+
+
+def is_answer(text: str) -> bool:
+    """Text that can be an answer: not blank, not a repr (``ResponseFunctionToolCall(...)``)."""
+    return not is_blank(text) and not looks_like_repr(text)
 
 
 def value_size(value: Any, budget: int = 1 << 62) -> int:

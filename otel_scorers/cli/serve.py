@@ -136,7 +136,8 @@ def _check_judges(processor: Any, telemetry: Any) -> None:
     """``--check-judge``: one request to each judge before listening; exit 2 on a failure
     (its fix is the error line the check logged)."""
     from otel_scorers import background_loop
-    from otel_scorers.pipeline.health import check_judges, judges_of
+    from otel_scorers.pipeline.build import check_judges
+    from otel_scorers.pipeline.health import judges_of
 
     results = background_loop.run_sync(check_judges(judges_of(processor.scorers)))
     failed = [r for r in results if not r.ok]

@@ -108,7 +108,7 @@ class _LocalModel:
             stops = StoppingCriteriaList([past_deadline, *(stopping_criteria or ())])
             return original(*args, stopping_criteria=stops, **kwargs)
 
-        self.llama.create_completion = create_completion  # type: ignore[method-assign]
+        self.llama.create_completion = create_completion
 
     def chat(self, messages: list[dict[str, Any]], params: dict[str, Any],
              deadline: float) -> dict[str, Any]:

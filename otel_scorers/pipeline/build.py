@@ -41,6 +41,8 @@ from otel_scorers.pipeline.content import ContentStripper
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.emission import Emission
 from otel_scorers.pipeline.evaluation import Evaluation
+from otel_scorers.pipeline.health import fix_for, judge_endpoint
+from otel_scorers.pipeline.health import logger as health_logger
 from otel_scorers.pipeline.isolated import IsolatedScorers
 from otel_scorers.pipeline.on_demand import OnDemand
 from otel_scorers.pipeline.runs import RunReader
@@ -66,6 +68,7 @@ __all__ = [
     "Timeouts",
     "build_slots",
     "capture_from",
+    "check_judges",
     "judge_from",
     "parts_from",
     "resolve_settings",
@@ -316,3 +319,27 @@ def scorer_of(item: ScorerSettings, judge: Callable[[], JudgeClient]) -> Scorer:
     made: Scorer = row.build(item.name or row.name, item.scale, item.options,
                              judge() if row.judges else None)
     return made
+
+
+async def check_judges(judges: Sequence[Any]) -> list[Any]:
+    """One request to each judge, in its structured-output mode (``check_judge``,
+    ``serve --check-judge``): a success is one info line, a failure one error line with its
+    fix. Returns each judge's :class:`~otel_scorers.judge.ping.PingResult`."""
+    from otel_scorers.judge.ping import ping
+
+    results = []
+    for judge in judges:
+        result = await ping(judge)
+        results.append(result)
+        where = judge_endpoint(judge)
+        if result.ok:
+            health_logger.info("otel-scorers: judge %s answered the start check in %.2fs "
+                               "(structured output: %s)", where, result.latency_s,
+                               result.structured_output)
+            continue
+        message = result.error or ""
+        health_logger.error(
+            "otel-scorers: the start check of judge %s failed (%s): %s. To fix: %s", where,
+            result.error_type, message[:500],
+            fix_for(result.error_type or "", message, result.structured_output))
+    return results

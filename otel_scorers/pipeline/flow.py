@@ -260,8 +260,8 @@ class Flow:
             return (f"; the judge ({', '.join(hanging)}) did not answer within its timeout: "
                     "check that it is up and not overloaded, or raise "
                     "OTEL_SCORERS_JUDGE_TIMEOUT")
-        judges = sorted({judge_endpoint(slot.scorer.judge) for slot in self.parts.slots
-                         if getattr(slot.scorer, "judge", None) is not None})
+        judges = sorted({judge_endpoint(judge) for slot in self.parts.slots
+                         if (judge := getattr(slot.scorer, "judge", None)) is not None})
         if waiting and judges:
             return (f"; the judge ({', '.join(judges)}) had not answered the evaluations in "
                     "flight: check that it is up and not overloaded")

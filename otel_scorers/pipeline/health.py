@@ -22,7 +22,7 @@ from otel_scorers.http import shown_url
 from otel_scorers.policy import ContentPolicy
 from otel_scorers.scorers.result import ScoreResult
 
-__all__ = ["Health", "check_judges", "fix_for", "judge_endpoint", "judges_of", "report"]
+__all__ = ["Health", "fix_for", "judge_endpoint", "judges_of", "mode_of", "report"]
 
 #: What stands for an error's text the content policy keeps in
 WITHHELD = "(the error text is withheld by the content policy: reasons, exported_content)"
@@ -71,33 +71,11 @@ def judges_of(scorers: Sequence[Any]) -> list[Any]:
     for scorer in scorers:
         judge = getattr(scorer, "judge", None)
         if judge is not None:
-            seen.setdefault((judge_endpoint(judge), _mode_of(judge)), judge)
+            seen.setdefault((judge_endpoint(judge), mode_of(judge)), judge)
     return list(seen.values())
 
 
-async def check_judges(judges: Sequence[Any]) -> list[Any]:
-    """One request to each judge, in its structured-output mode (``check_judge``,
-    ``serve --check-judge``): a success is one info line, a failure one error line with its
-    fix. Returns each judge's :class:`~otel_scorers.judge.ping.PingResult`."""
-    from otel_scorers.judge.ping import ping
-
-    results = []
-    for judge in judges:
-        result = await ping(judge)
-        results.append(result)
-        if result.ok:
-            logger.info("otel-scorers: judge %s answered the start check in %.2fs "
-                        "(structured output: %s)", judge_endpoint(judge), result.latency_s,
-                        result.structured_output)
-            continue
-        message = result.error or ""
-        logger.error("otel-scorers: the start check of judge %s failed (%s): %s. To fix: %s",
-                     judge_endpoint(judge), result.error_type, message[:500],
-                     fix_for(result.error_type or "", message, result.structured_output))
-    return results
-
-
-def _mode_of(judge: Any) -> str | None:
+def mode_of(judge: Any) -> str | None:
     """The structured-output mode ``judge`` uses, when known."""
     mode = getattr(judge, "mode_in_use", None) or getattr(judge, "structured_output", None)
     return None if mode in (None, "auto") else str(mode)
@@ -190,7 +168,7 @@ class Health:
                    "Further failures of this kind, of every scorer using this judge, are "
                    "counted (decision error, error_type %s), not logged.", scorer, kind,
                    endpoint, message[:500],
-                   fix_for(kind, message, _mode_of(judge)), kind)
+                   fix_for(kind, message, mode_of(judge)), kind)
 
     def view(self, decisions: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         """Per scorer: its decisions (with reasons), judge calls, tokens, spend, failures by

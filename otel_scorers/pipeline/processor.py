@@ -107,7 +107,7 @@ class ScoringSpanProcessor(SpanProcessor):
         self.judge_check: Future[list[Any]] | None = None
         if settings.check_judge and not problems:
             self.judge_check = background_loop.submit(
-                health.check_judges(health.judges_of(self.scorers)))
+                build.check_judges(health.judges_of(self.scorers)))
         if hasattr(os, "register_at_fork"):
             ref = weakref.ref(self)
             os.register_at_fork(after_in_child=lambda: _after_fork(ref))

@@ -270,3 +270,24 @@ def test_every_case_is_recorded_and_documented() -> None:
     matrix = (ROOT / "docs" / "frameworks.md").read_text()
     for case in CASES:
         assert f"`{case}`" in matrix, f"docs/frameworks.md has no row for {case}"
+
+
+@pytest.mark.parametrize("case", [c for c in CONTENT_CASES if "handoff" in c])
+def test_per_agent_never_judges_a_repr_as_an_answer(
+        case: str, scripted: ScriptedJudgeServer, judge: JudgeClient, make_processor: Any,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Per-agent evaluation of a handoff: the agent that hands off has no text answer (the
+    OTel GenAI v2 instrumentation writes its tool call's repr as the output text): it is not
+    judged, and says so; the agent that answers is judged on its answer."""
+    from otel_scorers.pipeline.selection import Selection
+
+    processor = make_processor([RubricScorer(judge, RUBRIC)], install=False,
+                               selection=Selection(per_agent=True))
+    processor.log_processor()
+    with caplog.at_level("WARNING", logger="otel_scorers"):
+        replay(processor, RECORDED / f"{case}.jsonl.gz")
+        assert processor.force_flush(30_000)
+    answers = [r.fields.get("agent response", "") for r in scripted.requests]
+    assert answers and not [a for a in answers if "ToolCall(" in a or "Handoff" in a], answers
+    scenario = Scenario()
+    assert all(any(a in text for a in scenario.answers) for text in answers), answers
