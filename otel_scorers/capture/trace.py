@@ -201,7 +201,10 @@ class TraceBuffer:
             entry.size += SPAN_OVERHEAD
             self._bytes += SPAN_OVERHEAD
             attrs = candidate.attributes
-            if candidate.kind == AGENT and (not CONTENT_KEY_SET.isdisjoint(attrs) or span.events):
+            # an agent's or LLM call's content (include_llm_spans makes LLM calls candidates)
+            # is a piece of whatever interaction holds it
+            if candidate.kind in (AGENT, LLM) and (not CONTENT_KEY_SET.isdisjoint(attrs)
+                                                   or span.events):
                 self._add(entry, content_size(attrs), lambda: self._keep(entry, span, attrs))
         return True
 

@@ -118,7 +118,7 @@ class RunStream:
         # agent candidates with content (a nested agent's turn); never a chain candidate
         content = not CONTENT_KEY_SET.isdisjoint(attrs)
         if (kind is None and (content or span_kind(attrs) is not None)) or (
-                kind == AGENT and (content or span.events)):
+                kind in (AGENT, LLM) and (content or span.events)):
             trace.content.append((span, attrs if self.keep_content else {}))
             if content or span_kind(attrs) == LLM:
                 trace.llm.add(context.span_id)

@@ -291,3 +291,22 @@ def test_per_agent_never_judges_a_repr_as_an_answer(
     assert answers and not [a for a in answers if "ToolCall(" in a or "Handoff" in a], answers
     scenario = Scenario()
     assert all(any(a in text for a in scenario.answers) for text in answers), answers
+
+
+@pytest.mark.parametrize("case", CONTENT_CASES)
+def test_including_llm_spans_still_judges_every_interaction(
+        case: str, scripted: ScriptedJudgeServer, judge: JudgeClient, make_processor: Any,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """``include_llm_spans`` only adds LLM calls outside interactions: the agents' own
+    interactions are judged exactly as without it (their LLM calls are their pieces)."""
+    from otel_scorers.pipeline.selection import Selection
+
+    recorded = json.loads((RECORDED / f"{case}.json").read_text())
+    processor = make_processor([RubricScorer(judge, RUBRIC), PromptAlignmentScorer(judge)],
+                               install=False, selection=Selection(include_llm_spans=True))
+    processor.log_processor()
+    with caplog.at_level("WARNING", logger="otel_scorers"):
+        replay(processor, RECORDED / f"{case}.jsonl.gz")
+        assert processor.force_flush(30_000)
+    check(recorded["expected"], scripted.requests, processor.stats(), processor.counts.count,
+          [r.getMessage() for r in caplog.records])
