@@ -35,6 +35,7 @@ from otel_scorers.capture.conventions import (
     CaptureError,
     Found,
     Limits,
+    agent_from_span_name,
     attr_value,
     is_answer,
     loose_messages,
@@ -99,14 +100,18 @@ class Captured:
 
 
 def agent_name(span: ReadableSpan, mapping: CaptureMapping | None = None, *,
-               attributes: Mapping[str, Any] | None = None) -> str | None:
+               attributes: Mapping[str, Any] | None = None,
+               span_name: str | None = None) -> str | None:
+    """The agent name a span carries (the mapping's key, then the conventions' keys), else
+    the one its name gives: OpenInference's smolagents names an agent span
+    ``<agent name>.run`` (``ToolCallingAgent.run`` when the agent has no name: none)."""
     attrs = attributes if attributes is not None else (span.attributes or {})
     keys = ((mapping.agent,) if mapping and mapping.agent else ()) + AGENT_NAME_KEYS
     for key in keys:
         value = attrs.get(key)
         if isinstance(value, str) and value.strip():
             return value.strip()[:128]
-    return None
+    return agent_from_span_name(attrs, span.name if span_name is None else span_name)
 
 
 def run_id(span: ReadableSpan) -> str:
@@ -265,8 +270,8 @@ def _text_only(outputs: list[Message]) -> list[Message]:
 def _agent_namer(span: ReadableSpan, agent: str | None, pieces: Sequence[Piece],
                  links: Mapping[int, int | None]) -> Any:
     """Names the agent a span belongs to: its nearest agent span's name, else the run's."""
-    named = {p.span_id: agent_name(span, attributes=p.attributes or {}) for p in pieces
-             if p.kind == "agent"}
+    named = {p.span_id: agent_name(span, attributes=p.attributes or {}, span_name=p.name)
+             for p in pieces if p.kind == "agent"}
     parents = {**links, **{p.span_id: p.parent for p in pieces}}
 
     def agent_of(span_id: int) -> str | None:

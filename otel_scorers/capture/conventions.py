@@ -24,6 +24,7 @@ __all__ = [
     "CaptureError",
     "Found",
     "Limits",
+    "agent_from_span_name",
     "is_content_key",
     "loose_messages",
     "parse_json",
@@ -93,6 +94,45 @@ class Found:
         """An answer with text (a Python repr of a framework object, as an instrumentation
         may write a tool call's turn, is never one)."""
         return any(is_answer(m.content) for m in self.outputs)
+
+
+def agent_from_span_name(attrs: Mapping[str, Any], name: Any) -> str | None:
+    """The agent name a framework gives where no agent-name attribute holds it, read from
+    OpenInference spans: smolagents names an agent span ``<agent name>.run``
+    (``ToolCallingAgent.run`` when the agent has no name: none); LangChain's ``create_agent``
+    puts ``lc_agent_name`` in a span's ``metadata``; a LangGraph graph's root span bears the
+    graph's name (an agent's name; ``LangGraph`` when it has none)."""
+    kind = attrs.get("openinference.span.kind")
+    if not isinstance(name, str):
+        return None
+    if kind == "AGENT" and name.endswith(".run") and name[:-4] \
+            and name[:-4] not in _AGENT_CLASSES:
+        return name[:-4][:128]
+    metadata = attrs.get("metadata")
+    if kind != "CHAIN" or not isinstance(metadata, str) or len(metadata) > MAX_METADATA_CHARS \
+            or "ls_integration" not in metadata:
+        return None
+    try:
+        parsed = safe_json.loads(metadata)
+    except ValueError:
+        return None
+    if not isinstance(parsed, Mapping):
+        return None
+    named = parsed.get("lc_agent_name")
+    if isinstance(named, str) and named.strip():
+        return named.strip()[:128]
+    if parsed.get("ls_integration") == "langgraph" and "langgraph_node" not in parsed \
+            and name.strip() and name != "LangGraph":
+        return name.strip()[:128]  # the graph's own root span
+    return None
+
+
+#: The longest OpenInference ``metadata`` value read for an agent's name.
+MAX_METADATA_CHARS = 16_384
+
+
+#: smolagents' agent classes: ``<class>.run`` is an unnamed agent's span.
+_AGENT_CLASSES = frozenset({"ToolCallingAgent", "CodeAgent", "MultiStepAgent"})
 
 
 def is_answer(text: str) -> bool:

@@ -27,7 +27,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_scorers.capture.conventions import AGENT_NAME_KEYS
+from otel_scorers.capture.conventions import AGENT_NAME_KEYS, agent_from_span_name
 from otel_scorers.capture.kinds import AGENT, CHAIN
 
 __all__ = ["Candidate", "Interaction", "is_local_root", "resolve"]
@@ -52,7 +52,7 @@ class Candidate:
             value = self.attributes.get(key)
             if isinstance(value, str) and value.strip():
                 return value.strip()[:128]
-        return None
+        return agent_from_span_name(self.attributes, self.span.name)
 
 
 @dataclass(frozen=True)

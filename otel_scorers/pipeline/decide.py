@@ -129,12 +129,20 @@ class Decider:
         if not chosen:
             if not selected and self.unselected.note(span.name, attrs):
                 self.warn_unselected()
+            if not selected:
+                self._say_filter()
             self.forward(span)
             return (Job(span, (), attrs, session_key=key, session_slots=session_slots),) \
                 if session_slots else ()
         if self.enriched is not None:
             self.enriched.hold(span, len(chosen))
         return (Job(span, chosen, attrs, session_key=key, session_slots=session_slots),)
+
+    def _say_filter(self) -> None:
+        """The agents filter turned an interaction away: said once while it keeps none."""
+        message = self.selector.filter_warning()
+        if message is not None:
+            self.log_once("agents_filter", message)
 
     def _session_of(self, attributes: Sequence[Mapping[str, Any]], span: ReadableSpan
                     ) -> tuple[str | None, tuple[str, ...]]:
@@ -188,8 +196,9 @@ class Decider:
             for candidate in interaction.inner:
                 self.forward(candidate.span)
             root = interaction.root
-            if not self.selector.keeps(interaction.agents):
+            if not self.selector.keeps(interaction.agents, root.span.name):
                 self.forward(root.span)
+                self._say_filter()
                 continue
             if lost is not None:
                 self.counts.select(self.names, [])

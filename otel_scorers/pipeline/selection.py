@@ -66,6 +66,10 @@ def is_llm_call(attrs: Mapping[str, Any]) -> bool:
             or attrs.get("llm.request.type") == "chat")
 
 
+#: Agent names the ``agents`` filter remembers having turned away (for its one warning).
+MAX_TURNED_AWAY = 10
+
+
 class Selector:
     """A compiled :class:`Selection`; ``matches`` runs on the hot path."""
 
@@ -91,6 +95,10 @@ class Selector:
         if not all(isinstance(a, str) and a for a in selection.agents):
             raise ConfigError("agents must be non-empty strings")
         self._agents = frozenset(selection.agents)
+        #: the ``agents`` filter: whether it kept anything yet, and the agents it turned away
+        #: (bounded; an interaction without a name by its span's name)
+        self.filter_matched = False
+        self.turned_away: dict[str, None] = {}
         if selection.predicate is not None and not callable(selection.predicate):
             raise ConfigError("predicate must be callable")
         if not (selection.agent_conventions or selection.include_llm_spans or self._names
@@ -144,12 +152,43 @@ class Selector:
                 or (selection.predicate is not None and bool(selection.predicate(span)))):
             chosen = AGENT
         if chosen is not None and selection.per_agent and self._agents:
-            return chosen if agent_name(span, attributes=attrs) in self._agents else None
+            name = agent_name(span, attributes=attrs)
+            if name in self._agents:
+                self.filter_matched = True
+                return chosen
+            self._turn_away({name} if name else set(), span.name)
+            return None
         return chosen
 
-    def keeps(self, agents: set[str]) -> bool:
-        """Whether an interaction whose agents are ``agents`` passes the ``agents`` filter."""
-        return not self._agents or not self._agents.isdisjoint(agents)
+    def keeps(self, agents: set[str], span_name: str = "") -> bool:
+        """Whether an interaction whose agents are ``agents`` (its root span named
+        ``span_name``) passes the ``agents`` filter; what it turns away is noted for
+        :meth:`filter_warning`."""
+        if not self._agents:
+            return True
+        if not self._agents.isdisjoint(agents):
+            self.filter_matched = True
+            return True
+        self._turn_away(agents, span_name)
+        return False
+
+    def _turn_away(self, agents: set[str] | frozenset[str], span_name: str) -> None:
+        if len(self.turned_away) < MAX_TURNED_AWAY:
+            # names come from the telemetry: quoted and cut, so a hostile one is one token
+            for name in ([repr(agent[:80]) for agent in sorted(agents)]
+                         or [f"(no agent name: span {span_name[:80]!r})"]):
+                self.turned_away.setdefault(name, None)
+
+    def filter_warning(self) -> str | None:
+        """While the ``agents`` filter has kept nothing, the line that says so, with the
+        agents it saw (``None``: nothing to say)."""
+        if not self._agents or self.filter_matched or not self.turned_away:
+            return None
+        return (f"otel-scorers: the agents filter ({', '.join(sorted(self._agents))}) has kept "
+                "no interaction: the agents seen are "
+                f"{', '.join(list(self.turned_away)[:MAX_TURNED_AWAY])}. To fix: name the "
+                "agents as the telemetry does (OTEL_SCORERS_AGENTS), or give your agents the "
+                "name in the framework; until then nothing is scored")
 
     def matches(self, span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> bool:
         """True when ``span`` is a candidate (see :meth:`kind_of`); with per-agent

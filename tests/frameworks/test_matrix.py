@@ -310,3 +310,34 @@ def test_including_llm_spans_still_judges_every_interaction(
         assert processor.force_flush(30_000)
     check(recorded["expected"], scripted.requests, processor.stats(), processor.counts.count,
           [r.getMessage() for r in caplog.records])
+
+
+#: The cases whose apps name their agent ``weather_bot`` and whose telemetry carries the name
+#: (LlamaIndex's OpenInference spans carry it only inside a repr of a step's output: not read).
+NAMED_CASES = [c for c in CONTENT_CASES if c.startswith(("langgraph-", "smolagents-"))]
+
+
+@pytest.mark.parametrize("case", [*NAMED_CASES, "llamaindex-openinference-function_agent"])
+def test_an_agents_filter_keeps_the_named_agent_or_says_what_it_saw(
+        case: str, scripted: ScriptedJudgeServer, judge: JudgeClient, make_processor: Any,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """``OTEL_SCORERS_AGENTS=weather_bot`` keeps the interactions of the agent the app named
+    so; where the telemetry does not carry the name, one warning says the filter kept nothing
+    and which agents it saw (never silence)."""
+    from otel_scorers.pipeline.selection import Selection
+
+    name = Scenario().agent_name
+    processor = make_processor([RubricScorer(judge, RUBRIC)], install=False,
+                               selection=Selection(agents=[name]))
+    processor.log_processor()
+    with caplog.at_level("WARNING", logger="otel_scorers"):
+        replay(processor, RECORDED / f"{case}.jsonl.gz")
+        assert processor.force_flush(30_000)
+    said = [r.getMessage() for r in caplog.records if "agents filter" in r.getMessage()]
+    if case in NAMED_CASES:
+        assert processor.stats()["rubric"] == {"selected": 3, "scored": 3}, processor.stats()
+        assert not said, said
+    else:
+        assert processor.stats()["rubric"].get("scored", 0) == 0
+        assert len(said) == 1 and "has kept no interaction" in said[0], said
+        assert "no agent name: span 'FunctionAgent.run'" in said[0], said

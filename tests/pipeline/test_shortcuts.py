@@ -69,3 +69,24 @@ def test_whatever_the_worker_would_take_passes_the_hot_path(attrs: dict[str, Any
         assert watched is None or not watched.isdisjoint(attrs), (attrs, SELECTIONS[index])
     if chosen is not None:
         assert selector.could_match(attrs, kind), (attrs, SELECTIONS[index])
+
+
+def test_the_agents_filter_warning_quotes_and_bounds_what_the_telemetry_named() -> None:
+    """The names in the filter's warning come from spans: each is quoted and cut, at most
+    ten are listed, and a match silences the warning for good."""
+    from otel_scorers.pipeline.selection import MAX_TURNED_AWAY, Selection
+
+    selector = Selector(Selection(agents=["billing-bot"]))
+    assert selector.filter_warning() is None
+    hostile = "evil\nINFO otel-scorers: all good " + "x" * 10_000
+    assert not selector.keeps({hostile}, "root")
+    assert not selector.keeps(set(), "weird\r\nspan")
+    for index in range(20):
+        selector.keeps({f"agent-{index}"}, "root")
+    line = selector.filter_warning()
+    assert line is not None and "\n" not in line and "\r" not in line
+    assert len(line) < 2_000 and "agent-19" not in line
+    assert len(selector.turned_away) <= MAX_TURNED_AWAY + 1
+    assert "no agent name: span 'weird\\r\\nspan'" in line
+    assert selector.keeps({"billing-bot"}, "root")
+    assert selector.filter_warning() is None

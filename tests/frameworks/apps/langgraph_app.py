@@ -50,13 +50,14 @@ def run(variant: str, app: App) -> Expected:
         from langchain.agents import create_agent
 
         agent = create_agent(model=model, tools=[get_weather],
-                             system_prompt=scenario.instructions)
+                             system_prompt=scenario.instructions, name=scenario.agent_name)
     elif shape == "react":
         with warnings.catch_warnings():  # deprecated in LangGraph 1 for create_agent
             warnings.simplefilter("ignore")
             from langgraph.prebuilt import create_react_agent
 
-            agent = create_react_agent(model, tools=[get_weather], prompt=scenario.instructions)
+            agent = create_react_agent(model, tools=[get_weather], prompt=scenario.instructions,
+                                       name=scenario.agent_name)
     else:
         raise ValueError(f"unknown shape {shape!r}")
 

@@ -33,7 +33,7 @@ def run(variant: str, app: App) -> Expected:
     llm = OpenAILike(model="gpt-4o-mini", api_base=app.llm.url, api_key="app-key",
                      is_chat_model=True, is_function_calling_model=True)
     agent = FunctionAgent(tools=[FunctionTool.from_defaults(get_weather)], llm=llm,
-                          system_prompt=scenario.instructions)
+                          system_prompt=scenario.instructions, name=scenario.agent_name)
 
     async def main() -> list[str]:
         outputs = []

@@ -34,6 +34,9 @@ class Scenario:
                          "answer in one sentence.")
     triage_instructions: str = ("You are a triage agent. Hand weather questions to the weather "
                                 "agent.")
+    #: the name the apps give their agent where the framework takes one (an agents filter
+    #: by this name must keep their interactions)
+    agent_name: str = "weather_bot"
 
     def tool_result(self, city: str) -> str:
         index = self.cities.index(city) if city in self.cities else 0

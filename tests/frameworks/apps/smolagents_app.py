@@ -38,7 +38,7 @@ def run(variant: str, app: App) -> Expected:
         return scenario.tool_result(city)
 
     model = OpenAIServerModel(model_id="gpt-4o-mini", api_base=app.llm.url, api_key="app-key")
-    agent = ToolCallingAgent(tools=[get_weather], model=model,
+    agent = ToolCallingAgent(tools=[get_weather], model=model, name=scenario.agent_name,
                              instructions=scenario.instructions, verbosity_level=0)
     outputs = [str(agent.run(question)) for question in scenario.questions]
     assert outputs == list(scenario.answers), outputs
