@@ -97,6 +97,9 @@ class Captured:
     agent: str | None = None
     reason: str | None = None
     detail: str = ""
+    #: pieces under the span that belong to nested agent spans (per-agent evaluation): a run
+    #: with no steps of its own is then right to have none (its agents' steps are theirs)
+    nested: int = 0
 
 
 def agent_name(span: ReadableSpan, mapping: CaptureMapping | None = None, *,
@@ -174,7 +177,7 @@ def capture_span(span: ReadableSpan, *, attributes: Mapping[str, Any] | None = N
                     system_messages=tuple(found.systems), output=tuple(_text_only(found.outputs)),
                     request_context=context, steps=taken, steps_dropped=dropped,
                     step_counts=counts, tools=tools)
-    return Captured(run, source=source, agent=agent)
+    return Captured(run, source=source, agent=agent, nested=nested)
 
 
 def _missing(found: Found, calls: Sequence[tuple[Piece, Found]], nested: int, name: str,

@@ -18,7 +18,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_scorers.capture.interactions import Candidate, is_local_root, resolve
-from otel_scorers.capture.kinds import LLM, span_kind
+from otel_scorers.capture.kinds import CHAIN, LLM, span_kind
 from otel_scorers.capture.logs import has_genai_events
 from otel_scorers.capture.sessions import scope_of, scoped_key, session_key
 from otel_scorers.capture.trace import CONTENT_KEY_SET, Pending, TraceBuffer
@@ -127,6 +127,8 @@ class Decider:
         chosen = self._sample(span) if selected else ()
         key, session_slots = self._session_of((attrs,), span) if selected else (None, ())
         if not chosen:
+            if not selected and not self.unselected.chain and span_kind(attrs) == CHAIN:
+                self.unselected.chain = span.name[:80]
             if not selected and self.unselected.note(span.name, attrs):
                 self.warn_unselected()
             if not selected:

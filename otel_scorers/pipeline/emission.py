@@ -90,6 +90,10 @@ class Emission:
             decision = Decision.CACHED
         self.counts.add(slot.name, decision, reason, error_type)
         warning = skip_warning(reason, slot.name, captured.agent)
+        if reason == Reason.NO_STEPS and captured.nested:
+            # per-agent evaluation: this agent span's steps belong to the nested agents
+            # below it, each judged on its own; nothing reached it wrongly, nothing to fix
+            warning = None
         if warning is not None:
             self.log_once(f"{reason}:{slot.name}", warning)
         if decision != Decision.FILTERED:

@@ -57,7 +57,8 @@ class Flow:
         self.decider = Decider(parts.selector, parts.buffer, parts.slots, parts.counts,
                                parts.enriched, log_once,
                                log_side=lambda: self.log_side is not None,
-                               unselected=Unselected(), keep_steps=parts.evaluation.reader.steps,
+                               unselected=Unselected(self.per_agent),
+                               keep_steps=parts.evaluation.reader.steps,
                                sessions=parts.sessions)
         self.worker: Worker[AnyJob] = Worker(
             self._handle, queue_size=queue_size, concurrency=concurrency,

@@ -23,10 +23,14 @@ class Unselected:
 
     WARN_AFTER = 20
 
-    def __init__(self) -> None:
+    def __init__(self, per_agent: bool = False) -> None:
         self.selected = False
         self.count = 0
         self.first = ""
+        #: per-agent evaluation judges agent spans only: the first workflow or chain span
+        #: seen, which the default (per-interaction) selection would have judged
+        self.per_agent = per_agent
+        self.chain = ""
 
     def note(self, name: str, attrs: Mapping[str, Any] | None, *, record: bool = False,
              count: int = 1) -> bool:
@@ -45,6 +49,12 @@ class Unselected:
         """The warning, or ``None`` when there is nothing to say."""
         if self.selected or not self.count:
             return None
+        if self.per_agent and self.chain:
+            return (f"otel-scorers has seen {self.count} LLM calls under workflow or chain "
+                    f"spans (the first: {self.chain!r}) but no agent span: per_agent=True "
+                    "judges agent spans only. To fix: turn per_agent off "
+                    "(OTEL_SCORERS_PER_AGENT=false) to judge each whole run, or select the "
+                    "runs by span name (OTEL_SCORERS_SPAN_NAMES).")
         return (f"otel-scorers has seen {self.count} LLM calls (spans or log records; the "
                 f"first trace: {self.first!r}) but no agent run, workflow or chain span "
                 "holding them: the app looks traced at the LLM-client level only. To score "

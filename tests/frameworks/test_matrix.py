@@ -341,3 +341,36 @@ def test_an_agents_filter_keeps_the_named_agent_or_says_what_it_saw(
         assert processor.stats()["rubric"].get("scored", 0) == 0
         assert len(said) == 1 and "has kept no interaction" in said[0], said
         assert "no agent name: span 'FunctionAgent.run'" in said[0], said
+
+
+#: The recordings whose runs are workflow or chain spans with no agent span under them.
+CHAIN_ONLY_CASES = ("langgraph-openinference-create_agent",
+                    "llamaindex-openinference-function_agent")
+
+
+@pytest.mark.parametrize("case", CONTENT_CASES)
+def test_per_agent_steps_warnings_name_only_a_real_cause(
+        case: str, make_processor: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Per-agent evaluation with an agent scorer: an agent span whose steps all belong to
+    the agents nested in it is right to have none of its own; no warning tells the user that
+    the tool spans failed to arrive (they did, and are judged on the nested agents)."""
+    from otel_scorers.pipeline.selection import Selection
+
+    processor = make_processor([ChecksScorer(["no_tool_errors"])], install=False,
+                               selection=Selection(per_agent=True))
+    processor.log_processor()
+    with caplog.at_level("WARNING", logger="otel_scorers"):
+        replay(processor, RECORDED / f"{case}.jsonl.gz")
+        assert processor.force_flush(30_000)
+    messages = [r.getMessage() for r in caplog.records]
+    said = [m for m in messages if "no_steps" in m]
+    assert not said, (said, processor.stats())
+    if case in CHAIN_ONLY_CASES:
+        # no agent span at all: the warning says per_agent is why, not client-level tracing
+        assert processor.stats()["checks"].get("scored", 0) == 0, processor.stats()
+        warned = [m for m in messages if "LLM calls" in m]
+        assert len(warned) == 1 and "per_agent=True judges agent spans only" in warned[0], \
+            warned
+        assert "LLM-client level" not in warned[0]
+    else:
+        assert processor.stats()["checks"].get("scored", 0) >= 1, processor.stats()

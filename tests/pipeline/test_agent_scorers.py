@@ -214,3 +214,26 @@ def test_one_hostile_tool_value_is_one_unreadable_step_the_run_still_scored(
     assert processor.force_flush(20_000)
     assert processor.stats() == {"trajectory": {"selected": 1, "scored": 1},
                                  "checks": {"selected": 1, "scored": 1}}
+
+
+def test_per_agent_an_orchestrator_whose_steps_are_its_agents_is_not_told_to_fix_tracing(
+        make_processor: Any, telemetry: Telemetry, caplog: pytest.LogCaptureFixture) -> None:
+    """Per-agent evaluation: an orchestrator agent span with its own question and answer whose
+    tool calls all ran under the agent it called has no steps of its own; that is counted
+    (no_steps) but no warning claims the tool spans failed to arrive: they did, and the nested
+    agent is scored on them."""
+    from otel_scorers import ChecksScorer
+    from otel_scorers.pipeline.selection import Selection
+
+    processor = make_processor([ChecksScorer(["no_tool_errors"])],
+                               selection=Selection(per_agent=True))
+    with caplog.at_level("WARNING", logger="otel_scorers"), telemetry.tracer() \
+            .start_as_current_span("invoke_agent orchestrator", attributes=genai_attributes(
+                prompt="What is the weather in Paris?", answer="Sunny, 21 C.",
+                agent="orchestrator")):
+        agent_run(telemetry)
+    assert processor.force_flush(20_000)
+    assert processor.counts.count("filtered", "no_steps") == 1, processor.stats()
+    assert processor.stats()["checks"] == {"selected": 2, "scored": 1, "filtered": 1}
+    said = [r.getMessage() for r in caplog.records if "no_steps" in r.getMessage()]
+    assert said == []
