@@ -99,6 +99,8 @@ METRIC_DECISIONS: Final = "otel_scorers.decisions"               # counter
 METRIC_JUDGE_DURATION: Final = "otel_scorers.judge.duration"     # histogram, seconds
 METRIC_JUDGE_TOKENS: Final = "otel_scorers.judge.tokens"         # counter
 METRIC_JUDGE_COST: Final = "otel_scorers.judge.cost"             # counter, USD
+METRIC_JUDGE_TPR: Final = "otel_scorers.judge.true_positive_rate"  # gauge, by scorer, model
+METRIC_JUDGE_TNR: Final = "otel_scorers.judge.true_negative_rate"  # gauge, by scorer, model
 METRIC_QUEUE_DEPTH: Final = "otel_scorers.queue.depth"           # gauge
 METRIC_HELD_SPANS: Final = "otel_scorers.held.spans"             # gauge (enriched export)
 METRIC_UNSCORED_EXPORTS: Final = "otel_scorers.enriched.unscored"  # counter, by reason
@@ -145,6 +147,7 @@ M_OUTCOME: Final = "outcome"
 M_SIGNAL: Final = "signal"
 M_TOKEN_TYPE: Final = "token_type"
 M_CASES: Final = "cases"
+M_SOURCE: Final = "source"
 M_JUDGED: Final = "judged"
 
 SCORE_BUCKETS: Final = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)

@@ -9,12 +9,18 @@
   prompt-alignment score and the labelled one; **band hit rate**: the share of alignment cases
   whose score falls in the labelled band (``low`` < 0.4 <= ``mid`` < 0.8 <= ``high``), and the
   same per dimension.
+- **True rates** (per scorer, on the run's pass/fail label): the true positive rate (TPR, the
+  share of labelled-passing cases the judge passed) and the true negative rate (TNR, the share
+  of labelled-failing cases it failed), each with its 95% Wilson score interval. A judge that
+  passes most failures has a high raw pass rate and a low TNR; with both rates known, the
+  corrected pass rate (:func:`otel_scorers.calibration.rates.corrected_pass_rate`) undoes it.
 - Judge errors are never agreement: they are counted (by error type) and left out of the
   figures, and ``--fail-under`` fails when there are any.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +33,11 @@ from otel_scorers.scorers.result import ScoreResult
 #: Case kinds labelled verdict by verdict (the others by a score and its band).
 VERDICT_KINDS = ("rubric", "tool_use")
 
-__all__ = ["Confusion", "Outcome", "cohen_kappa", "differences", "percentile", "summarize"]
+__all__ = ["Confusion", "Outcome", "cohen_kappa", "differences", "percentile", "summarize",
+           "true_rates", "wilson"]
+
+#: z of a two-sided 95% interval.
+Z95 = 1.959964
 
 
 @dataclass
@@ -75,6 +85,41 @@ def cohen_kappa(tp: int, fn: int, fp: int, tn: int) -> float | None:
     if chance >= 1.0:
         return None
     return (observed - chance) / (1 - chance)
+
+
+def wilson(successes: int, trials: int, z: float = Z95) -> tuple[float, float] | None:
+    """The Wilson score interval of a binomial proportion (``None`` for no trials): unlike
+    the normal approximation it stays inside [0, 1] and is honest at 0 or n successes."""
+    if trials <= 0:
+        return None
+    share = successes / trials
+    denominator = 1 + z * z / trials
+    centre = (share + z * z / (2 * trials)) / denominator
+    half = z * math.sqrt(share * (1 - share) / trials + z * z / (4 * trials * trials)) \
+        / denominator
+    # at 0 or n successes the interval touches 0 or 1 exactly (not by rounding)
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == trials else min(1.0, centre + half)
+    return low, high
+
+
+def _rate(successes: int, trials: int) -> dict[str, Any]:
+    interval = wilson(successes, trials)
+    return {"value": _round(successes / trials) if trials else None, "n": trials,
+            "low": _round(interval[0]) if interval else None,
+            "high": _round(interval[1]) if interval else None}
+
+
+def true_rates(labels: Confusion) -> dict[str, Any]:
+    """TPR and TNR of the pass/fail verdicts in ``labels`` with their Wilson intervals, and
+    ``informedness`` (TPR + TNR - 1: above 0 the judge carries information and the pass rate
+    can be corrected; at or below 0 the correction is undefined)."""
+    tpr, tnr = _rate(labels.tp, labels.tp + labels.fn), _rate(labels.tn, labels.tn + labels.fp)
+    informed = (None if tpr["value"] is None or tnr["value"] is None
+                else _round(labels.tp / (labels.tp + labels.fn)
+                            + labels.tn / (labels.tn + labels.fp) - 1))
+    return {"tpr": tpr, "tnr": tnr, "informedness": informed,
+            "correctable": informed is not None and informed > 0}
 
 
 def percentile(values: Sequence[float], fraction: float) -> float | None:
@@ -182,6 +227,8 @@ def figures(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         "band_hit_rate": _round(_mean(float(h) for h in hits)),
         "dimension_band_hit_rate": _round(_mean(float(h) for h in dimension_hits)),
         "confusion": confusion.to_dict(),
+        "pass_confusion": labels.to_dict(),
+        "true_rates": true_rates(labels),
     }
 
 
@@ -215,8 +262,16 @@ def summarize(outcomes: Sequence[Outcome], *, worst: int = 5,
     domains: dict[str, list[Outcome]] = {}
     for outcome in outcomes:
         domains.setdefault(outcome.case.domain, []).append(outcome)
-    report["domains"] = {name: {k: v for k, v in figures(items).items() if k != "confusion"}
+    report["domains"] = {name: {k: v for k, v in figures(items).items()
+                                if k not in ("confusion", "pass_confusion", "true_rates")}
                          for name, items in sorted(domains.items())}
+    kinds: dict[str, list[Outcome]] = {}
+    for outcome in outcomes:
+        kinds.setdefault(outcome.case.scorer, []).append(outcome)
+    report["scorers"] = {kind: {key: figures(items)[key] for key in
+                                ("cases", "errors", "pass_agreement", "pass_confusion",
+                                 "true_rates")}
+                         for kind, items in sorted(kinds.items())}
     per_criterion: dict[str, Confusion] = {}
     for outcome in outcomes:
         for ident, expected, judged in outcome.verdicts:

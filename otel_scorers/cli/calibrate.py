@@ -59,6 +59,9 @@ __all__ = ["calibrate"]
                    "with this judge.")
 @click.option("--json", "json_file", type=click.Path(dir_okay=False, allow_dash=True),
               help="Write the whole report as JSON to FILE ('-': stdout, instead of tables).")
+@click.option("--save", "save_file", type=click.Path(dir_okay=False),
+              help="Write each scorer's true positive and negative rates to FILE, for the "
+                   "live pipeline (judge_rates / OTEL_SCORERS_JUDGE_RATES).")
 @click.option("--fail-under", type=Finite(0, 1),
               help="Exit 1 when the verdict agreement is below this, or a case failed.")
 @click.option("--emit", is_flag=True,
@@ -74,7 +77,8 @@ def calibrate(model: str | None, api_base: str | None, api_key: str | None,
               redact: bool | None, case_files: tuple[str, ...], scorer_name: str | None,
               domains: tuple[str, ...], limit: int | None, concurrency: int,
               examples_file: str | None, examples_max_tokens: int, compare: bool,
-              fused: bool, json_file: str | None, fail_under: float | None, emit: bool,
+              fused: bool, json_file: str | None, save_file: str | None,
+              fail_under: float | None, emit: bool,
               otlp_endpoint: str, progress: bool | None) -> None:
     """Measure how well a judge model agrees with labelled cases."""
     from rich.console import Console
@@ -84,6 +88,9 @@ def calibrate(model: str | None, api_base: str | None, api_key: str | None,
 
     if compare and examples_file is None:
         raise UsageProblem("--compare needs --examples FILE")
+    if fused and save_file is not None:
+        raise UsageProblem("--save takes the rates of one way of judging: run it without "
+                           "--fused (with fuse_judge_calls on, measure with it on first)")
     if fused and examples_file is not None:
         raise UsageProblem("--fused does not take --examples: a judge call with few-shot "
                            "examples is never fused")
@@ -123,6 +130,8 @@ def calibrate(model: str | None, api_base: str | None, api_key: str | None,
         from otel_scorers.cli.calibrate_report import print_report
 
         print_report(report, Console())
+    if save_file is not None:
+        _save(report, save_file)
     if emit:
         from otel_scorers.calibration.telemetry import emit_report
 
@@ -131,6 +140,16 @@ def calibrate(model: str | None, api_base: str | None, api_key: str | None,
             raise Failed(f"figures not sent: {unsent}")
         click.echo(f"figures sent to {otlp_endpoint}", err=True)
     _check(report, fail_under)
+
+
+def _save(report: dict[str, Any], path: str) -> None:
+    """``--save``: the true rates written, and which scorers had none to write."""
+    from otel_scorers.calibration.rates import save_rates
+
+    saved = save_rates(report, path)
+    click.echo(f"true rates of {', '.join(saved['scorers']) or 'no scorer'} saved to {path}"
+               + "".join(f"; {kind}: {why}" for kind, why in saved["not_measured"].items()),
+               err=True)
 
 
 def _cases(case_files: tuple[str, ...], scorer_name: str | None, domains: tuple[str, ...],

@@ -24,12 +24,7 @@ def _num(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def print_report(report: dict[str, Any], console: Any) -> None:
-    from rich.table import Table
-
-    head = Table(title=f"judge {report.get('model')}: {report['cases']} cases")
-    head.add_column("measure")
-    head.add_column("value", justify="right")
+def _head_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     rows = [
         ("verdict agreement", f"{_pct(report['verdict_agreement'])} of {report['verdicts']} "
                               "criterion verdicts"),
@@ -48,9 +43,20 @@ def print_report(report: dict[str, Any], console: Any) -> None:
     ]
     if report.get("held_apart"):
         rows.append(("held apart (examples)", str(report["held_apart"])))
-    for row in rows:
+    return rows
+
+
+def print_report(report: dict[str, Any], console: Any) -> None:
+    from rich.table import Table
+
+    head = Table(title=f"judge {report.get('model')}: {report['cases']} cases")
+    head.add_column("measure")
+    head.add_column("value", justify="right")
+    for row in _head_rows(report):
         head.add_row(*row)
     console.print(head)
+
+    _print_true_rates(report.get("scorers") or {}, console)
 
     confusion = report["confusion"]
     if confusion["agreement"] is not None:
@@ -115,6 +121,36 @@ def print_report(report: dict[str, Any], console: Any) -> None:
     fused = report.get("fused")
     if fused:
         _print_fused(fused, console)
+
+
+def _interval(rate: dict[str, Any]) -> str:
+    if rate["value"] is None:
+        return "(no case)"
+    return f"{_pct(rate['value'])} [{_pct(rate['low'])}, {_pct(rate['high'])}] of {rate['n']}"
+
+
+def _print_true_rates(scorers: dict[str, Any], console: Any) -> None:
+    """Per scorer: the pass/fail confusion matrix, TPR and TNR with their 95% Wilson
+    intervals, and whether the pass rate can be corrected."""
+    from rich.table import Table
+
+    if not any(f["pass_confusion"]["agreement"] is not None for f in scorers.values()):
+        return
+    table = Table(title="true rates of the pass/fail verdict (95% Wilson interval)")
+    for column in ("scorer", "labelled pass: judged pass / fail",
+                   "labelled fail: judged pass / fail", "TPR", "TNR", "corrected pass rate"):
+        table.add_column(column, justify="right")
+    for kind, figures in scorers.items():
+        confusion, rates = figures["pass_confusion"], figures["true_rates"]
+        if confusion["agreement"] is None:
+            continue
+        correction = ("defined" if rates["correctable"] else
+                      "undefined (TPR + TNR <= 1)" if rates["informedness"] is not None
+                      else "unknown (needs passing and failing cases)")
+        table.add_row(kind, f"{confusion['tp']} / {confusion['fn']}",
+                      f"{confusion['fp']} / {confusion['tn']}", _interval(rates["tpr"]),
+                      _interval(rates["tnr"]), correction)
+    console.print(table)
 
 
 def _print_fused(fused: dict[str, Any], console: Any) -> None:

@@ -222,6 +222,10 @@ CORE_PARAMS: tuple[Param, ...] = (
       "structured-output mode, off the application's thread: a wrong model, base, key or mode, "
       "or a missing embedded model, is logged with its fix before the first run "
       "(`serve --check-judge` exits 2 instead)", argument=True),
+    P("judge_rates", "OTEL_SCORERS_JUDGE_RATES", "a file of the judges' true positive and "
+      "negative rates (`otel-scorers calibrate --save FILE`), by scorer name: exported as "
+      "gauges when the scorer's judge is the model they were measured with, for the corrected "
+      "pass rate of the shipped recording rules"),
 )
 
 

@@ -242,6 +242,9 @@ class Settings(StrictModel):
     fuse_judge_calls: bool = False
     #: one judge request at start, off the application's thread, its outcome logged
     check_judge: bool = False
+    #: a file of the judges' true rates (``calibrate --save``): exported as gauges for the
+    #: corrected pass rate
+    judge_rates: str | None = None
     isolation: Literal["thread", "process"] = "thread"
     sessions: SessionSettings = SessionSettings()
     sinks: SinkSettings = SinkSettings()

@@ -44,6 +44,7 @@ class ScorerMetrics:
                  held_spans: Callable[[], int] | None = None,
                  buffer_dropped: Callable[[], Mapping[str, int]] | None = None,
                  sessions: tuple[Callable[[], int], Callable[[], int]] | None = None,
+                 rates: Callable[[], Iterable[tuple[str, str, str, float, float]]] | None = None,
                  max_criteria_series: int = 100, max_agents: int = 100,
                  content_free: bool = False) -> None:
         meter: Meter = get_meter(n.SCOPE_NAME, meter_provider=meter_provider)
@@ -107,6 +108,14 @@ class ScorerMetrics:
             _observe(meter, self, n.METRIC_SESSIONS_HELD, "gauge", "{session}",
                      "Sessions held in memory (open, and judged ones kept for a resume)",
                      _gauge(held))
+        if rates is not None:
+            # a judge's known true rates (scorer, judge model, source, TPR, TNR): levels, not
+            # counts (two processors with the same scorer and judge report one value)
+            _observe(meter, self, n.METRIC_JUDGE_TPR, "level", "",
+                     "The judge's true positive rate on labelled cases (saved by calibrate "
+                     "--save, or measured by the canaries)", _rates(rates, 3))
+            _observe(meter, self, n.METRIC_JUDGE_TNR, "level", "",
+                     "The judge's true negative rate on labelled cases", _rates(rates, 4))
         self.overflow = meter.create_counter(
             n.METRIC_OVERFLOW, unit="{value}",
             description="Metric attribute values folded into _other (cardinality caps)")
@@ -261,11 +270,13 @@ def _observe(meter: Meter, owner: ScorerMetrics, name: str, kind: str, unit: str
             sources = by_name[name] = weakref.WeakKeyDictionary()
             create = (meter.create_observable_counter if kind == "counter"
                       else meter.create_observable_gauge)
-            create(name, callbacks=[_combined(sources)], unit=unit, description=description)
+            create(name, callbacks=[_combined(sources, add=kind != "level")], unit=unit,
+                   description=description)
         sources[owner] = callback
 
 
-def _combined(sources: weakref.WeakKeyDictionary[Any, Callback]) -> Callback:
+def _combined(sources: weakref.WeakKeyDictionary[Any, Callback], *, add: bool = True
+              ) -> Callback:
     def callback(options: CallbackOptions) -> Iterable[Observation]:
         with _OBSERVED_LOCK:
             callbacks = list(sources.values())
@@ -274,7 +285,8 @@ def _combined(sources: weakref.WeakKeyDictionary[Any, Callback]) -> Callback:
             for observation in source(options):
                 key = frozenset((observation.attributes or {}).items())
                 value, attributes = totals.get(key, (0, observation.attributes))
-                totals[key] = (value + observation.value, attributes)
+                totals[key] = (value + observation.value if add else observation.value,
+                               attributes)
         return [Observation(value, attributes) for value, attributes in totals.values()]
     return callback
 
@@ -282,6 +294,16 @@ def _combined(sources: weakref.WeakKeyDictionary[Any, Callback]) -> Callback:
 def _gauge(read: Callable[[], int]) -> Callable[[CallbackOptions], Iterable[Observation]]:
     def callback(_options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(read())]
+    return callback
+
+
+def _rates(read: Callable[[], Iterable[tuple[str, str, str, float, float]]], index: int
+           ) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    """The TPR (``index`` 3) or TNR (4) of each known (scorer, model, source, TPR, TNR)."""
+    def callback(_options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(float(known[index]), {
+            n.M_SCORER: known[0], n.M_JUDGE_MODEL: known[1], n.M_SOURCE: known[2]})
+            for known in read()]
     return callback
 
 

@@ -131,8 +131,10 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
     counts = DecisionCounts()
     enriched: list[EnrichedExport] = []
     store: list[SessionStore] = []
+    known = known_rates(settings.judge_rates, every, log_once)
     metrics = ScorerMetrics(
         meter_provider, decisions=counts.observe, queue_depth=queue_depth,
+        rates=(lambda: known) if known else None,
         held_spans=(lambda: len(enriched[0])) if exporter is not None else None,
         buffer_dropped=buffer.dropped.copy, max_agents=settings.max_agents,
         content_free=settings.reasons == "none",
@@ -189,6 +191,38 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
                                    settings.interaction_wait_s),
                  on_demand=OnDemand(selector=selector, slots=slots, evaluation=evaluation,
                                     counts=counts, sessions=lane))
+
+
+def known_rates(path: str | None, slots: Sequence[Slot], log_once: Callable[[str, str], None]
+                ) -> list[tuple[str, str, str, float, float]]:
+    """The ``judge_rates`` file's rates of the configured scorers, as the gauges report them
+    (scorer, judge model, source, TPR, TNR): a scorer's own by its name, and only when its
+    judge is the model they were measured with. A file that cannot be read, or rates of
+    another judge, is said once; scoring goes on (the rates only correct the dashboards)."""
+    if not path:
+        return []
+    from otel_scorers.calibration.rates import load_rates
+
+    try:
+        rates = load_rates(path)
+    except ConfigError as exc:
+        log_once("judge_rates", f"otel-scorers: {exc}: no judge rates are exported (the "
+                 "corrected pass rate has none to use)")
+        return []
+    known: list[tuple[str, str, str, float, float]] = []
+    for slot in slots:
+        entry = rates.get(slot.name)
+        model = getattr(getattr(slot.scorer, "judge", None), "model", None)
+        if entry is None or model is None:
+            continue
+        if entry.model != model:
+            log_once(f"judge_rates:{slot.name}",
+                     f"otel-scorers: the judge rates of scorer {slot.name} were measured with "
+                     f"{entry.model!r}, but it judges with {model!r}: not exported. To fix: "
+                     f"otel-scorers calibrate --model {model} --save {path}")
+            continue
+        known.append((slot.name, model, entry.source, entry.tpr, entry.tnr))
+    return known
 
 
 def sinks_from(settings: Settings, policy: ContentPolicy, *, count: Any = None,

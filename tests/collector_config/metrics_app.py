@@ -19,7 +19,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import threading
+from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -83,6 +85,14 @@ def main() -> None:
     judge = JudgeClient("openai/gpt-4o-mini", api_base=judge_url, api_key="k",
                         retry=RetryPolicy(max_retries=0), timeout_s=10)
     tracer_provider = TracerProvider()
+    # the rubric judge's true rates, as calibrate --save writes them: exported as gauges, so
+    # the corrected pass rate of the shipped recording rules has data
+    rates = Path(tempfile.mkdtemp()) / "judge-rates.json"
+    rates.write_text(json.dumps({
+        "format": "otel-scorers-judge-rates/1", "model": judge.model,
+        "scorers": {"rubric": {"tpr": 0.95, "tnr": 0.6, "passing_cases": 40,
+                               "failing_cases": 20}}}))
+    os.environ["OTEL_SCORERS_JUDGE_RATES"] = str(rates)
     processor = ScoringSpanProcessor(
         [RubricScorer(judge, "- greets the user\n- cites a source"), PromptAlignmentScorer(judge),
          # a scorer with a tiny hourly budget: one evaluation, then budget_exhausted

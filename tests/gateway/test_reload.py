@@ -73,6 +73,10 @@ async def test_sighup_reloads_the_rubric_and_a_bad_file_keeps_the_running_one(
                 await _eventually(
                     lambda: _judged(judge_server, "names the next step") >= before + 2,
                     "still judged with the running rubric")
+                # the judge has answered; the decision is counted once its result is emitted
+                await _eventually(
+                    lambda: health(url)["decisions"]["rubric"].get("scored", 0) >= 4,
+                    "the new pipeline's runs counted")
                 state = health(url)
             finally:
                 process.terminate()
