@@ -14,6 +14,10 @@ GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
 GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
 GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
 GEN_AI_EVALUATION_RESULT_EVENT: Final = "gen_ai.evaluation.result"
+# Evaluator identity as the OTel GenAI proposal names it (semantic-conventions-genai PR 359,
+# development): the scorer's name and whether a judge (llm) or code decided.
+GEN_AI_EVALUATION_EVALUATOR_ID: Final = "gen_ai.evaluation.evaluator.id"
+GEN_AI_EVALUATION_EVALUATOR_TYPE: Final = "gen_ai.evaluation.evaluator.type"
 ERROR_TYPE: Final = "error.type"
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
 GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
@@ -38,6 +42,8 @@ ATTR_SCORE_NORMALIZED: Final = "score.normalized"  # float, score / scale
 ATTR_LABEL: Final = "label"                      # pass|fail|skipped, or excellent..very_poor
 ATTR_PASS: Final = "pass"                        # bool, when the scorer has a pass verdict
 ATTR_SCALE: Final = "scale"
+ATTR_SCORE_MIN: Final = "score.min"
+ATTR_EVALUATOR_FINGERPRINT: Final = "evaluator.fingerprint"
 ATTR_MODE: Final = "mode"                        # user|system|both (prompt alignment)
 ATTR_SKIPPED: Final = "skipped"                  # why a scorer did nothing (no_rubric)
 ATTR_REASON: Final = "reason"                    # the full reason text (content)
@@ -133,6 +139,7 @@ M_LABEL: Final = "label"
 M_PASSED: Final = "passed"
 M_AGENT: Final = "agent"
 M_JUDGE_MODEL: Final = "judge_model"
+M_JUDGE_FINGERPRINT: Final = "judge_fingerprint"
 M_CRITERION: Final = "criterion"
 M_TOOL: Final = "tool"
 M_SINK: Final = "sink"

@@ -70,14 +70,21 @@ def base_url(url: str, what: str) -> str:
 
 def metadata_of(item: Evaluated, policy: ContentPolicy) -> dict[str, Any]:
     """What a result carries besides score, label and explanation, as plain JSON values: the
-    scale, pass verdict, mode, judge model, the agent, the trace, and what its analysis says
+    scale, pass verdict, mode, judge model, the evaluator (id, type, fingerprint, the score's
+    minimum), the agent, the trace, and what its analysis says
     of itself (a rubric's criteria: id, verdict, part score; their text and reasoning only
     when the reasons switch lets content out)."""
     result = item.result
     out: dict[str, Any] = {"source": IDENTIFIER, "trace_id": item.trace_id,
                            "scale": result.scale}
+    evaluator = result.evaluator
     for key, value in (("passed", result.passed), ("mode", result.mode), ("agent", item.agent),
-                       ("judge_model", result.judge.model if result.judge else None)):
+                       ("judge_model", result.judge.model if result.judge else
+                        evaluator.judge_model if evaluator else None),
+                       ("evaluator_id", evaluator.id if evaluator else None),
+                       ("evaluator_type", evaluator.type if evaluator else None),
+                       ("evaluator_fingerprint", evaluator.fingerprint if evaluator else None),
+                       ("score_min", evaluator.score_min if evaluator else None)):
         if value is not None:
             out[key] = value
     out.update(rendering(result.analysis).metadata(policy))

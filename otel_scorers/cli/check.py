@@ -46,8 +46,43 @@ def check_config(config_file: str | None, as_json: bool, ping: bool) -> None:
             shown = "****" if path.endswith("api_key") and value else json.dumps(value)
             table.add_row(path, shown, resolved.sources.get(path, "default"))
         Console().print(table)
+        _print_evaluators(resolved.settings, Console())
     if failure is not None:
         raise failure
+
+
+def _print_evaluators(settings: Any, console: Any) -> None:
+    """Each configured scorer as its results will name their evaluator: type, judge model and
+    the fingerprint of its instructions, rubric and judge settings (a change to any of them
+    changes it: the dashboards' series split there)."""
+    from rich.table import Table
+
+    from otel_scorers.pipeline.build import rubrics_from, scorers_from
+    from otel_scorers.scorers.provenance import evaluator_of
+    from otel_scorers.scorers.run import ScorerRun
+
+    try:
+        specs = scorers_from(settings)
+        rubrics = rubrics_from(settings, None)
+    except ConfigError as exc:
+        raise UsageProblem(str(exc)) from exc
+    table = Table(title="evaluators (as each result names it)")
+    for column in ("scorer", "type", "judge model", "fingerprint", "score range"):
+        table.add_column(column, overflow="fold")
+    for spec in specs:
+        scorer = spec.scorer
+        # a rubric scorer without criteria of its own judges each agent by its rubric: its
+        # results carry the fingerprint of the rubric they were judged by
+        per_agent = rubrics if getattr(scorer, "criteria", None) == () else {}
+        runs: dict[str, ScorerRun | None] = {
+            f" (agent {agent})": ScorerRun(request_context={"rubric": rubric})
+            for agent, rubric in per_agent.items()} or {"": None}
+        for suffix, run in runs.items():
+            evaluator = evaluator_of(scorer, run)
+            table.add_row(evaluator.id + suffix, evaluator.type, evaluator.judge_model or "-",
+                          evaluator.fingerprint,
+                          f"{evaluator.score_min:g}..{evaluator.score_max:g}")
+    console.print(table)
 
 
 def _ping(settings: Any, as_json: dict[str, Any] | None) -> Failed | None:

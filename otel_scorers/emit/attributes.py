@@ -30,6 +30,9 @@ def semconv_attributes(result: ScoreResult, policy: ContentPolicy) -> dict[str, 
         attrs[n.GEN_AI_EVALUATION_EXPLANATION] = explanation
     if result.error is not None:
         attrs[n.ERROR_TYPE] = result.error.type
+    if result.evaluator is not None:
+        attrs[n.GEN_AI_EVALUATION_EVALUATOR_ID] = result.evaluator.id
+        attrs[n.GEN_AI_EVALUATION_EVALUATOR_TYPE] = result.evaluator.type
     return attrs
 
 
@@ -43,6 +46,11 @@ def result_attributes(result: ScoreResult, prefix: str,
             out[prefix + key] = value
 
     put(n.ATTR_SCALE, float(result.scale))
+    if result.evaluator is not None:
+        put(n.ATTR_SCORE_MIN, result.evaluator.score_min)
+        put(n.ATTR_EVALUATOR_FINGERPRINT, result.evaluator.fingerprint)
+        if result.judge is None:
+            put(n.ATTR_JUDGE_MODEL, result.evaluator.judge_model)
     if result.score is not None:
         put(n.ATTR_SCORE, float(result.score))
         put(n.ATTR_SCORE_NORMALIZED, float(result.score) / result.scale)

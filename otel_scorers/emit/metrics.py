@@ -31,8 +31,11 @@ __all__ = ["ScorerMetrics"]
 OTHER = "_other"
 #: The most attribute sets one instrument records before folding agent and criterion.
 MAX_SERIES = 2_000
+#: Distinct evaluator fingerprints in metric labels (a rubric per span makes one per rubric);
+#: more count as ``_other``.
+MAX_FINGERPRINTS = 50
 #: The labels that come from the application and are folded past :data:`MAX_SERIES`.
-_FOLDED = (n.M_AGENT, n.M_CRITERION, n.M_TOOL)
+_FOLDED = (n.M_AGENT, n.M_CRITERION, n.M_TOOL, n.M_JUDGE_FINGERPRINT)
 
 
 class ScorerMetrics:
@@ -125,6 +128,7 @@ class ScorerMetrics:
         self._criteria: dict[str, set[str]] = {}
         self._agents: set[str] = set()
         self._tools: set[str] = set()
+        self._fingerprints: set[str] = set()
         self._series: dict[str, set[tuple[tuple[str, Any], ...]]] = {}
         self._lock = threading.Lock()
         if queue_depth is not None:
@@ -170,7 +174,9 @@ class ScorerMetrics:
         base: dict[str, Any] = {n.M_SCORER: result.scorer,
                                 n.M_AGENT: self._capped(self._agents, agent or "unknown",
                                                         self._max_agents, "agent")}
-        model = result.judge.model if result.judge is not None else "none"
+        evaluator = result.evaluator
+        model = (result.judge.model if result.judge is not None else
+                 evaluator.judge_model or "none" if evaluator is not None else "none")
         if result.judge is not None and not result.cached:
             usage = result.judge
             outcome = "error" if result.error is not None else "ok"
@@ -187,18 +193,23 @@ class ScorerMetrics:
                 self.judge_cost.add(usage.cost_usd, self._bounded(n.METRIC_JUDGE_COST, judge_attrs))
         if result.score is None:
             return
-        labelled = {**base, n.M_LABEL: result.label or "none"}
+        # the judge model and the evaluator's fingerprint on every score: two judges (or two
+        # rubrics) are two series, never averaged into one
+        labelled = {**base, n.M_LABEL: result.label or "none", n.M_JUDGE_MODEL: model,
+                    n.M_JUDGE_FINGERPRINT: self._capped(
+                        self._fingerprints, evaluator.fingerprint if evaluator else "none",
+                        MAX_FINGERPRINTS, "judge_fingerprint")}
         passed = "none" if result.passed is None else str(result.passed).lower()
         if turns is None:
             self.score.record(result.score / result.scale,
                               self._bounded(n.METRIC_SCORE, labelled))
             self.evaluations.add(1, self._bounded(n.METRIC_EVALUATIONS, {
-                **labelled, n.M_PASSED: passed, n.M_JUDGE_MODEL: model}))
+                **labelled, n.M_PASSED: passed}))
         else:
             self.session_score.record(result.score / result.scale,
                                       self._bounded(n.METRIC_SESSION_SCORE, labelled))
             self.session_evaluations.add(1, self._bounded(n.METRIC_SESSION_EVALUATIONS, {
-                **labelled, n.M_PASSED: passed, n.M_JUDGE_MODEL: model}))
+                **labelled, n.M_PASSED: passed}))
             self.session_turns.record(turns, self._bounded(n.METRIC_SESSION_TURNS, base))
         analysis = rendering(result.analysis)
         for ident, satisfied, required in analysis.verdict_rows(self._content_free):

@@ -99,6 +99,13 @@ class Emitter:
                 event_attrs[n.PREFIX + n.ATTR_SCORE_NORMALIZED] = result.score / result.scale
             if result.passed is not None:
                 event_attrs[n.PREFIX + n.ATTR_PASS] = result.passed
+            evaluator = result.evaluator
+            if evaluator is not None:  # which evaluator: never averaged with another
+                event_attrs[n.PREFIX + n.ATTR_EVALUATOR_FINGERPRINT] = evaluator.fingerprint
+                event_attrs[n.PREFIX + n.ATTR_SCORE_MIN] = evaluator.score_min
+                event_attrs[n.PREFIX + n.ATTR_SCALE] = evaluator.score_max
+                if evaluator.judge_model is not None:
+                    event_attrs[n.PREFIX + n.ATTR_JUDGE_MODEL] = evaluator.judge_model
             if agent is not None:
                 event_attrs[n.GEN_AI_AGENT_NAME] = agent
             if extra:

@@ -29,6 +29,7 @@ from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.health import Health
 from otel_scorers.pipeline.slots import Slot
 from otel_scorers.policy import ContentPolicy
+from otel_scorers.scorers.provenance import evaluator_of
 from otel_scorers.scorers.result import ScoreResult
 
 __all__ = ["Emission", "check_prices", "decision_of", "skip_warning"]
@@ -82,6 +83,8 @@ class Emission:
         """Count ``result``'s decision and send it out (``judged``: it cost a judge call now,
         else it was reused); ``extra`` and ``turns``: a session evaluation's attributes and
         size. Returns its attributes for enriched export."""
+        # which evaluator produced it, on every result that goes out (provenance)
+        result = result.model_copy(update={"evaluator": evaluator_of(slot.scorer, captured.run)})
         if judged:
             self._spend(slot, result)
             self.health.record(slot.name, result, getattr(slot.scorer, "judge", None))

@@ -62,6 +62,21 @@ class ScoreError(BaseModel):
         return cls(type=error.error_type, message=str(error))
 
 
+class Evaluator(BaseModel):
+    """Which evaluator produced a result (:mod:`otel_scorers.scorers.provenance`): the scorer
+    (``id``), ``llm`` or ``code`` (``type``), the judge model, the fingerprint of everything
+    but the run that defines the judgement, and the score's range."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    type: str
+    judge_model: str | None = None
+    fingerprint: str
+    score_min: float = 0.0
+    score_max: float = 1.0
+
+
 class ScoreResult(BaseModel):
     """The outcome of one scorer on one run.
 
@@ -86,6 +101,9 @@ class ScoreResult(BaseModel):
     error: ScoreError | None = None
     judge: JudgeUsage | None = None
     cached: bool = False
+    #: who produced it (scorer, judge model, fingerprint, score range): set where results are
+    #: emitted (:func:`otel_scorers.scorers.provenance.evaluator_of`)
+    evaluator: Evaluator | None = None
 
     @property
     def ok(self) -> bool:

@@ -102,6 +102,13 @@ def test_live_evaluations_become_assessments_on_the_trace(
     assert [(c["id"], c["satisfied"]) for c in criteria] == [
         ("greets_the_user", True), ("cites_a_source", False)]
     assert rubric["metadata"]["judge_model"] == judge.model
+    # which evaluator produced each (provenance), as strings in MLflow's metadata map
+    from otel_scorers.scorers.provenance import fingerprint_of
+
+    assert rubric["metadata"]["evaluator_id"] == "rubric"
+    assert rubric["metadata"]["evaluator_type"] == "llm"
+    assert rubric["metadata"]["evaluator_fingerprint"] == fingerprint_of(processor.scorers[0])
+    assert trajectory["metadata"]["evaluator_type"] == "code"
     assert processor.health()["sinks"]["mlflow"]["written"] == 2
     processor.shutdown()
 

@@ -110,6 +110,14 @@ def test_live_evaluations_become_span_annotations(
     assert metadata["judge_model"] == judge.model and metadata["passed"] is False
     assert [(c["id"], c["satisfied"]) for c in metadata["criteria"]] == [
         ("greets_the_user", True), ("cites_a_source", False)]
+    # which evaluator produced each (provenance): id, type, fingerprint, the score's range
+    from otel_scorers.scorers.provenance import fingerprint_of
+
+    assert metadata["evaluator_id"] == "rubric" and metadata["evaluator_type"] == "llm"
+    assert metadata["evaluator_fingerprint"] == fingerprint_of(made[0].scorers[0])
+    assert metadata["score_min"] == 0.0 and metadata["scale"] == 1.0
+    assert trajectory["metadata"]["evaluator_type"] == "code"
+    assert "judge_model" not in trajectory["metadata"]
     assert made[0].health()["sinks"]["phoenix"]["written"] == 2
     made[0].shutdown()
 

@@ -1,0 +1,102 @@
+"""Which evaluator produced a result: provenance on every result.
+
+A dashboard that averages results of two judges (a provider swapped the model snapshot, a
+rubric was edited, the library's prompt changed) splices two series without a word. Every
+emitted result therefore says who produced it:
+
+- ``id``: the scorer's name (as configured), ``type``: ``llm`` (a judge decides) or ``code``
+  (decided in code), as the OTel GenAI proposal for evaluator identity names them
+  (``gen_ai.evaluation.evaluator.id`` / ``.type``, open-telemetry/semantic-conventions-genai
+  PR 359, in development: the names follow it, the values are this library's);
+- ``judge_model``: the judge model (``None`` for a code scorer);
+- ``fingerprint``: 12 hex characters of a hash over everything that defines the judgement but
+  the run: the scorer's class, scale and options (criteria, mode, threshold, checks, expected
+  tools), the judge's settings (:attr:`JudgeClient.fingerprint`: model, endpoint, temperature,
+  structured-output mode, redaction), the few-shot examples, and the text of the instructions
+  the library sends (the prompt constants of the scorer's module and of
+  :mod:`~otel_scorers.scorers.prompts`). A rubric resolved per run (per agent, or from the
+  span's ``otel_scorers.rubric``) is part of it: edit a rubric and the fingerprint changes;
+- ``score_min`` / ``score_max``: the score's range (0 to the scale).
+
+The fingerprint never includes the run's content, and it is a hash: it says *that* two results
+came from different evaluators, never what the prompt said.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import sys
+from typing import Any
+
+from otel_scorers.scorers import prompts
+from otel_scorers.scorers.result import Evaluator
+
+__all__ = ["Evaluator", "evaluator_of", "fingerprint_of"]
+
+#: Options of a scorer that shape its judgement (read when present).
+_OPTIONS = ("evaluation_mode", "pass_threshold", "include_trajectory", "checks", "expectation",
+            "max_claims", "level")
+#: A memory address in a repr (a callable's): never part of a fingerprint.
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+@functools.cache
+def _prompt_text(module_name: str) -> str:
+    """The prompt constants (upper-case string values) of a module, in a stable order."""
+
+    texts: list[str] = []
+    for module in (sys.modules.get(module_name), prompts):
+        if module is None:
+            continue
+        texts += [f"{key}={value}" for key, value in sorted(vars(module).items())
+                  if key.isupper() and isinstance(value, str)]
+    return "\x1f".join(texts)
+
+
+def _criteria_of(scorer: Any, run: Any) -> Any:
+    """The criteria the scorer judges ``run`` by (a rubric resolved for it), else its own
+    (the same for a scorer with criteria of its own, with or without a run)."""
+    criteria = getattr(scorer, "criteria", None)
+    resolve = getattr(scorer, "resolve", None)
+    if run is not None and callable(resolve):
+        try:
+            criteria, _ = resolve(run)
+        except Exception:  # a rubric that does not parse: the result says so
+            return "unreadable rubric"
+    if criteria is None:
+        return None
+    return tuple((getattr(c, "description", repr(c)), getattr(c, "id", None),
+                  getattr(c, "required", None)) for c in criteria)
+
+
+def fingerprint_of(scorer: Any, run: Any = None) -> str:
+    """The fingerprint of ``scorer`` judging ``run`` (``None``: its static configuration)."""
+    judge = getattr(scorer, "judge", None)
+    parts: list[Any] = [f"{type(scorer).__module__}.{type(scorer).__qualname__}",
+                        float(getattr(scorer, "scale", 1.0)),
+                        getattr(judge, "fingerprint", None),
+                        getattr(scorer, "examples_digest", ""),
+                        _prompt_text(type(scorer).__module__)]
+    for option in _OPTIONS:
+        value = getattr(scorer, option, None)
+        if value is not None:
+            parts.append((option, _ADDRESS.sub("", repr(value))))
+    parts.append(_criteria_of(scorer, run))
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(repr(part).encode("utf-8", "surrogatepass"))
+        h.update(b"\x1f")
+    return h.hexdigest()[:12]
+
+
+def evaluator_of(scorer: Any, run: Any = None) -> Evaluator:
+    """The :class:`Evaluator` of ``scorer``'s result on ``run``."""
+    judge = getattr(scorer, "judge", None)
+    kind = getattr(scorer, "kind", "llm")
+    return Evaluator(id=str(getattr(scorer, "name", type(scorer).__name__))[:128],
+                     type="code" if kind == "code" else "llm",
+                     judge_model=getattr(judge, "model", None) if kind != "code" else None,
+                     fingerprint=fingerprint_of(scorer, run),
+                     score_max=float(getattr(scorer, "scale", 1.0)))

@@ -1,0 +1,135 @@
+"""Provenance on every result (issue 36.3): the evaluation span, the ``gen_ai.evaluation.result``
+event and the metrics say which evaluator produced a result (id and type as the OTel GenAI
+proposal names them, the judge model, a fingerprint of the instructions, rubric and judge
+settings, the score's range); the fingerprint changes with the rubric or the judge, not with
+the process; check-config prints the fingerprint the live results carry. (Phoenix annotations
+and MLflow assessments: tests/collector_config/test_phoenix_sink.py, test_mlflow_sink.py.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from otel_scorers import ChecksScorer, PromptAlignmentScorer, RubricScorer, ScoringSpanProcessor
+from otel_scorers.cli import main
+from otel_scorers.judge.client import JudgeClient
+from otel_scorers.scorers.provenance import fingerprint_of
+from otel_scorers.testing import ScriptedJudgeServer, judge_responder
+from tests.support import Telemetry, genai_attributes
+
+
+def agent_span(telemetry: Telemetry, agent: str = "support") -> None:
+    with telemetry.tracer().start_as_current_span("invoke_agent", attributes=genai_attributes(
+            prompt="How do I reset my password?", answer="Hello! Settings > Security.",
+            agent=agent)):
+        pass
+
+
+def by_scorer(telemetry: Telemetry) -> dict[str, Any]:
+    return {s.attributes["gen_ai.evaluation.name"]: s.attributes
+            for s in telemetry.evaluation_spans()}
+
+
+def test_spans_events_and_metrics_name_their_evaluator(
+        telemetry: Telemetry, judge: JudgeClient, judge_server: ScriptedJudgeServer,
+        make_processor: Any) -> None:
+    judge_server.responder = judge_responder()
+    rubric = RubricScorer(judge, "- greets the user", scale=10)
+    alignment = PromptAlignmentScorer(judge)
+    checks = ChecksScorer(["includes Settings"])
+    processor = make_processor([rubric, alignment, checks])
+    agent_span(telemetry)
+    assert processor.force_flush(20_000)
+    spans = by_scorer(telemetry)
+    assert set(spans) == {"rubric", "prompt_alignment", "checks"}
+    for scorer, kind in ((rubric, "llm"), (alignment, "llm"), (checks, "code")):
+        attrs = spans[scorer.name]
+        assert attrs["gen_ai.evaluation.evaluator.id"] == scorer.name
+        assert attrs["gen_ai.evaluation.evaluator.type"] == kind
+        assert attrs["otel_scorers.evaluator.fingerprint"] == fingerprint_of(scorer)
+        assert len(attrs["otel_scorers.evaluator.fingerprint"]) == 12
+        assert attrs["otel_scorers.score.min"] == 0.0
+    assert spans["rubric"]["otel_scorers.scale"] == 10.0
+    assert spans["rubric"]["otel_scorers.judge.model"] == judge.model
+    assert "otel_scorers.judge.model" not in spans["checks"]
+    assert len({a["otel_scorers.evaluator.fingerprint"] for a in spans.values()}) == 3
+    events = {r.log_record.attributes["gen_ai.evaluation.name"]: r.log_record.attributes
+              for r in telemetry.logs()
+              if "gen_ai.evaluation.name" in (r.log_record.attributes or {})}
+    assert events["rubric"]["gen_ai.evaluation.evaluator.id"] == "rubric"
+    assert events["rubric"]["otel_scorers.evaluator.fingerprint"] == fingerprint_of(rubric)
+    assert events["rubric"]["otel_scorers.judge.model"] == judge.model
+    assert events["rubric"]["otel_scorers.scale"] == 10.0
+    assert events["checks"]["gen_ai.evaluation.evaluator.type"] == "code"
+    # metrics: the judge model and the fingerprint label every score
+    assert telemetry.metric_value("otel_scorers.evaluations", scorer="rubric",
+                                  judge_model=judge.model,
+                                  judge_fingerprint=fingerprint_of(rubric)) == 1
+    assert telemetry.metric_value("otel_scorers.evaluation.score", scorer="checks",
+                                  judge_model="none",
+                                  judge_fingerprint=fingerprint_of(checks)) == 1
+
+
+def test_the_fingerprint_follows_the_rubric_and_the_judge(
+        telemetry: Telemetry, judge: JudgeClient, judge_server: ScriptedJudgeServer,
+        make_processor: Any) -> None:
+    """Per-agent rubrics: each agent's results carry the fingerprint of its rubric; another
+    rubric text or another judge model is another fingerprint; the same configuration is the
+    same fingerprint in another process."""
+    judge_server.responder = judge_responder()
+    processor = make_processor([RubricScorer(judge)], rubrics={
+        "support": "- greets the user", "billing": "- names the invoice"})
+    agent_span(telemetry, "support")
+    agent_span(telemetry, "billing")
+    assert processor.force_flush(20_000)
+    prints = {s.attributes["otel_scorers.agent.name"]:
+              s.attributes["otel_scorers.evaluator.fingerprint"]
+              for s in telemetry.evaluation_spans()}
+    assert set(prints) == {"support", "billing"} and prints["support"] != prints["billing"]
+    assert fingerprint_of(RubricScorer(judge, "- a")) != fingerprint_of(
+        RubricScorer(judge, "- b"))
+    other = JudgeClient("openai/other-model", api_base=judge_server.url, api_key="k")
+    assert fingerprint_of(RubricScorer(judge, "- a")) != fingerprint_of(RubricScorer(other, "- a"))
+    code = ("from otel_scorers import RubricScorer\n"
+            "from otel_scorers.judge.client import JudgeClient\n"
+            "from otel_scorers.scorers.provenance import fingerprint_of\n"
+            f"j = JudgeClient({judge.model!r}, api_base={judge_server.url!r})\n"
+            "print(fingerprint_of(RubricScorer(j, '- a')))")
+    elsewhere = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               check=True, timeout=120).stdout.strip()
+    here = JudgeClient(judge.model, api_base=judge_server.url)
+    assert elsewhere == fingerprint_of(RubricScorer(here, "- a"))
+
+
+def test_check_config_prints_the_fingerprint_live_results_carry(
+        monkeypatch: pytest.MonkeyPatch, telemetry: Telemetry,
+        judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder()
+    for key, value in {"OTEL_SCORERS_JUDGE_MODEL": judge_server.model,
+                       "OTEL_SCORERS_JUDGE_API_BASE": judge_server.url,
+                       "OTEL_SCORERS_JUDGE_API_KEY": "k",
+                       "OTEL_SCORERS_RUBRIC": "- greets the user\n- cites a source"}.items():
+        monkeypatch.setenv(key, value)
+    processor = ScoringSpanProcessor(tracer_provider=telemetry.tracer_provider,
+                                     meter_provider=telemetry.meter_provider,
+                                     logger_provider=telemetry.logger_provider)
+    telemetry.tracer_provider.add_span_processor(processor)
+    telemetry.tracer_provider.add_span_processor(SimpleSpanProcessor(telemetry.spans_out))
+    try:
+        agent_span(telemetry)
+        assert processor.force_flush(20_000)
+    finally:
+        processor.shutdown()
+    live = {name: attrs["otel_scorers.evaluator.fingerprint"]
+            for name, attrs in by_scorer(telemetry).items()}
+    assert set(live) == {"rubric", "prompt_alignment"}
+    printed = CliRunner().invoke(main, ["check-config"])
+    assert printed.exit_code == 0, printed.output
+    assert "evaluators" in printed.output
+    for fingerprint in live.values():
+        assert fingerprint in printed.output, (live, printed.output)
