@@ -107,6 +107,7 @@ METRIC_JUDGE_TOKENS: Final = "otel_scorers.judge.tokens"         # counter
 METRIC_JUDGE_COST: Final = "otel_scorers.judge.cost"             # counter, USD
 METRIC_JUDGE_TPR: Final = "otel_scorers.judge.true_positive_rate"  # gauge, by scorer, model
 METRIC_JUDGE_TNR: Final = "otel_scorers.judge.true_negative_rate"  # gauge, by scorer, model
+METRIC_CANARY_VERDICTS: Final = "otel_scorers.canary.verdicts"  # counter, expected vs judged
 METRIC_QUEUE_DEPTH: Final = "otel_scorers.queue.depth"           # gauge
 METRIC_HELD_SPANS: Final = "otel_scorers.held.spans"             # gauge (enriched export)
 METRIC_UNSCORED_EXPORTS: Final = "otel_scorers.enriched.unscored"  # counter, by reason
@@ -155,6 +156,7 @@ M_SIGNAL: Final = "signal"
 M_TOKEN_TYPE: Final = "token_type"
 M_CASES: Final = "cases"
 M_SOURCE: Final = "source"
+M_EXPECTED: Final = "expected"
 M_JUDGED: Final = "judged"
 
 SCORE_BUCKETS: Final = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)

@@ -171,6 +171,18 @@ CORE_PARAMS: tuple[Param, ...] = (
       "dropped, counted); never printed"),
     P("sessions.accept_turns", "OTEL_SCORERS_SESSION_ACCEPT_TURNS", "a gateway without a "
       "token or a turn secret takes turn records only when this is true (docs/sessions.md)"),
+    P("canary.enabled", "OTEL_SCORERS_CANARY", "judge canaries: labelled cases replayed "
+      "through each LLM scorer's live judge on a schedule, their agreement, TPR and TNR "
+      "exported (docs/calibration.md); on wherever a scorer has a judge"),
+    P("canary.interval_s", "OTEL_SCORERS_CANARY_INTERVAL_S", "seconds between canary rounds "
+      "(the first one interval after start)"),
+    P("canary.cases_per_round", "OTEL_SCORERS_CANARY_CASES", "cases each scorer judges per "
+      "round, passing and failing labels alternating"),
+    P("canary.budget_share", "OTEL_SCORERS_CANARY_BUDGET_SHARE", "the share of a scorer's "
+      "hourly judge budget canaries may spend (inside the budget and the rate limit)"),
+    P("canary.cases", "OTEL_SCORERS_CANARY_FILE", "`bundled` (the golden set), `agents`, or "
+      "your labelled JSONL file (the `calibrate --cases` format)"),
+    P("canary.window", None, "the last canary verdicts the live true rates are measured over"),
     P("sinks.queue_size", None, "results waiting per sink; past it they are dropped and "
       "counted (`queue_full`)"),
     P("sinks.retry_s", None, "how long a failed write to a sink is retried, with backoff, "

@@ -186,6 +186,23 @@ class SessionSettings(StrictModel):
         return self
 
 
+class CanarySettings(StrictModel):
+    """Judge canaries: labelled cases replayed through each LLM scorer's live judge on a
+    schedule (:mod:`otel_scorers.pipeline.canary`)."""
+
+    #: on wherever a scorer has a judge (nothing runs without one)
+    enabled: bool = True
+    #: seconds between rounds; the first round is one interval after start
+    interval_s: float = Field(default=3600.0, gt=0)
+    cases_per_round: int = Field(default=4, gt=0, le=100)
+    #: the share of a scorer's hourly judge budget canaries may spend
+    budget_share: float = Field(default=0.05, gt=0, le=1)
+    #: ``bundled`` (the golden set), ``agents`` (the agent set), or a labelled JSONL file
+    cases: str = "bundled"
+    #: the last verdicts the live true rates are measured over
+    window: int = Field(default=200, ge=10)
+
+
 class SinkSettings(StrictModel):
     """The queue in front of every result sink."""
 
@@ -248,6 +265,7 @@ class Settings(StrictModel):
     isolation: Literal["thread", "process"] = "thread"
     sessions: SessionSettings = SessionSettings()
     sinks: SinkSettings = SinkSettings()
+    canary: CanarySettings = CanarySettings()
 
     # Every result backend's block (``phoenix:``, ``mlflow:``, a plug-in's) sits beside the
     # fields above, validated by its registry row's settings model: an extra key is allowed

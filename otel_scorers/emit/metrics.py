@@ -111,6 +111,10 @@ class ScorerMetrics:
             _observe(meter, self, n.METRIC_SESSIONS_HELD, "gauge", "{session}",
                      "Sessions held in memory (open, and judged ones kept for a resume)",
                      _gauge(held))
+        self.canary_verdicts = meter.create_counter(
+            n.METRIC_CANARY_VERDICTS, unit="{verdict}",
+            description="Judge canaries: labelled cases judged by the live judge, by the "
+                        "label (expected) and the verdict (judged: pass, fail or error)")
         if rates is not None:
             # a judge's known true rates (scorer, judge model, source, TPR, TNR): levels, not
             # counts (two processors with the same scorer and judge report one value)
@@ -140,6 +144,11 @@ class ScorerMetrics:
 
     def reset_after_fork(self) -> None:
         self._lock = threading.Lock()
+
+    def canary(self, scorer: str, model: str, expected: str, judged: str) -> None:
+        """One canary verdict (never a score of the application's)."""
+        self.canary_verdicts.add(1, {n.M_SCORER: scorer, n.M_JUDGE_MODEL: model,
+                                     n.M_EXPECTED: expected, n.M_JUDGED: judged})
 
     def unscored(self, reason: str, count: int) -> None:
         self.unscored_exports.add(count, {n.M_REASON: reason})

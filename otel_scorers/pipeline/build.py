@@ -36,6 +36,7 @@ from otel_scorers.judge.redact import RegexRedactor
 from otel_scorers.judge.retry import RetryPolicy
 from otel_scorers.pipeline.ask import Asker
 from otel_scorers.pipeline.cache import ResultCache
+from otel_scorers.pipeline.canary import Canaries
 from otel_scorers.pipeline.check import Checker
 from otel_scorers.pipeline.content import ContentStripper
 from otel_scorers.pipeline.counts import DecisionCounts
@@ -109,6 +110,7 @@ class Parts:
     on_demand: OnDemand
     sinks: SinkQueue | None = None
     sessions: SessionLane | None = None
+    canaries: Canaries | None = None
 
 
 def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | None,
@@ -132,15 +134,17 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
     enriched: list[EnrichedExport] = []
     store: list[SessionStore] = []
     known = known_rates(settings.judge_rates, every, log_once)
+    canaries: list[Canaries] = []  # made below, with the metrics' counter: read when collected
     metrics = ScorerMetrics(
         meter_provider, decisions=counts.observe, queue_depth=queue_depth,
-        rates=(lambda: known) if known else None,
+        rates=lambda: known + (canaries[0].rates() if canaries else []),
         held_spans=(lambda: len(enriched[0])) if exporter is not None else None,
         buffer_dropped=buffer.dropped.copy, max_agents=settings.max_agents,
         content_free=settings.reasons == "none",
         # the store is made below, with the metrics' counters: read it when collected
         sessions=(lambda: store[0].open_count(), lambda: len(store[0]))  # noqa: PLW0108
         if session_slots else None)
+    canaries.append(Canaries(settings.canary, every, record=metrics.canary, log_once=log_once))
     if session_slots:
         store.append(SessionStore(session_policy_from(sessions or settings.sessions),
                                   count_dropped=metrics.dropped_turns,
@@ -186,7 +190,7 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
     return Parts(slots=slots, selector=selector, buffer=buffer, counts=counts,
                  evaluation=evaluation, enriched=enriched[0] if enriched else None,
                  stripper=ContentStripper(mapping) if settings.exported_content == "strip"
-                 else None, sinks=sinks, sessions=lane,
+                 else None, sinks=sinks, sessions=lane, canaries=canaries[0],
                  timeouts=Timeouts(settings.exit_timeout_s, settings.shutdown_timeout_s,
                                    settings.interaction_wait_s),
                  on_demand=OnDemand(selector=selector, slots=slots, evaluation=evaluation,

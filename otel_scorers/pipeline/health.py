@@ -188,12 +188,14 @@ class Health:
 
 def report(health: Health, decisions: Mapping[str, Mapping[str, Any]], *, pending: int,
            sessions: Any = None, turn_records_dropped: int = 0, sinks: Any = None,
-           disabled_because: Sequence[str] = ()) -> dict[str, Any]:
+           disabled_because: Sequence[str] = (),
+           canaries: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A processor's ``health()``: per scorer its decisions with their reasons
     (``filtered: {no_content: 3}``, ``error: {auth: 2}``), judge calls, retries, tokens and
     spend, failures by kind and the last error with its time; ``pending``: runs not decided
     yet (queued, in flight); ``sessions``: sessions held and not judged yet; the result
-    backends' counts; and why scoring is off, when it is."""
+    backends' counts; the judge canaries' counts and live rates; and why scoring is off, when
+    it is."""
     out: dict[str, Any] = {"scorers": health.view(decisions), "pending": pending}
     if sessions is not None:
         out["sessions"] = sessions.health()
@@ -201,6 +203,8 @@ def report(health: Health, decisions: Mapping[str, Mapping[str, Any]], *, pendin
         out["turn_records_dropped"] = turn_records_dropped
     if sinks is not None:
         out["sinks"] = sinks.totals()
+    if canaries:
+        out["canaries"] = dict(canaries)
     if disabled_because:
         out["disabled_because"] = list(disabled_because)
     return out

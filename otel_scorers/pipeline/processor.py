@@ -105,6 +105,10 @@ class ScoringSpanProcessor(SpanProcessor):
         #: ``check_judge``: the start check of the judges, running on the background loop
         #: (its result: one :class:`~otel_scorers.judge.ping.PingResult` per judge)
         self.judge_check: Future[list[Any]] | None = None
+        #: judge canaries (``canary`` settings): their rounds run on the background loop
+        self.canaries = parts.canaries
+        if self.canaries is not None and not problems:
+            self.canaries.start()
         if settings.check_judge and not problems:
             self.judge_check = background_loop.submit(
                 build.check_judges(health.judges_of(self.scorers)))
@@ -146,7 +150,8 @@ class ScoringSpanProcessor(SpanProcessor):
             {slot.name: self.counts.by_reason(slot.name) for slot in self._all_slots()},
             pending=self._worker.depth + self._worker.inflight, sessions=self._sessions,
             turn_records_dropped=self._flow.turn_records_dropped, sinks=self._parts.sinks,
-            disabled_because=self.disabled_because)
+            disabled_because=self.disabled_because,
+            canaries=self.canaries.report() if self.canaries is not None else None)
 
     def log_processor(self) -> ScoringLogProcessor:
         """The log side, to register first on the ``LoggerProvider``: GenAI content from log
@@ -250,6 +255,8 @@ class ScoringSpanProcessor(SpanProcessor):
                 return
             self._flow.last_turns(self._timeouts.shutdown_s / 2)
             self._shutdown = True
+        if self.canaries is not None:
+            self.canaries.stop()
         self._flow.stop(self._timeouts.shutdown_s, Reason.SHUTDOWN)
         self._flow.close(self._timeouts.shutdown_s)
 

@@ -77,6 +77,10 @@ class Rescorer:
     def __init__(self, processor: ScoringSpanProcessor, *, concurrency: int = 8,
                  window: int = 8, include_run: bool = False) -> None:
         self.processor = processor
+        # rescoring history is not live traffic: its processor does not run judge canaries
+        canaries = getattr(processor, "canaries", None)
+        if canaries is not None:
+            canaries.stop()
         #: Write the judged run (input, system, context, output) on each line: content, off
         #: by default; ``calibrate`` turns such lines plus a ``corrected`` column into cases.
         self.include_run = include_run

@@ -93,6 +93,9 @@ def main() -> None:
         "scorers": {"rubric": {"tpr": 0.95, "tnr": 0.6, "passing_cases": 40,
                                "failing_cases": 20}}}))
     os.environ["OTEL_SCORERS_JUDGE_RATES"] = str(rates)
+    # judge canaries every 2 seconds (an hour by default), two cases a round
+    os.environ["OTEL_SCORERS_CANARY_INTERVAL_S"] = "2"
+    os.environ["OTEL_SCORERS_CANARY_CASES"] = "2"
     processor = ScoringSpanProcessor(
         [RubricScorer(judge, "- greets the user\n- cites a source"), PromptAlignmentScorer(judge),
          # a scorer with a tiny hourly budget: one evaluation, then budget_exhausted
