@@ -72,6 +72,7 @@ ATTR_JUDGE_INPUT_TOKENS: Final = "judge.input_tokens"
 ATTR_JUDGE_OUTPUT_TOKENS: Final = "judge.output_tokens"
 ATTR_JUDGE_COST_USD: Final = "judge.cost_usd"
 ATTR_JUDGE_LATENCY_S: Final = "judge.latency_s"
+ATTR_INPUT_TRUNCATED: Final = "input.truncated"  # fields shown to the judge cut (string[])
 ATTR_JUDGE_TOKENS_ESTIMATED: Final = "judge.tokens_estimated"  # no usage reported: estimated
 # What was evaluated
 ATTR_AGENT_NAME: Final = "agent.name"
@@ -157,6 +158,7 @@ M_TOKEN_TYPE: Final = "token_type"
 M_CASES: Final = "cases"
 M_SOURCE: Final = "source"
 M_EXPECTED: Final = "expected"
+M_TRUNCATED: Final = "truncated"
 M_JUDGED: Final = "judged"
 
 SCORE_BUCKETS: Final = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
@@ -200,6 +202,10 @@ class Reason:
     NO_TOOLS: Final = "no_tools"            # tool use: no tool called, none known to exist
     NO_CONTEXT: Final = "no_context"        # faithfulness: no tool result, document or context
     NO_CLAIMS: Final = "no_claims"          # faithfulness: the answer makes no factual claim
+    INPUT_TOO_LARGE: Final = "input_too_large"  # the response or request is over 10x what
+    #                                             the judge is shown of a field: not judged
+    CONTEXT_TRUNCATED: Final = "context_truncated"  # faithfulness: every claim undecidable on
+    #                                                 the part of the context shown
     STEPS_TRUNCATED: Final = "steps_truncated"  # a check needs steps the run left out past
     #                                             its bound, and none kept fails it
     NESTED_AGENT: Final = "nested_agent"    # its LLM calls belong to nested agent spans

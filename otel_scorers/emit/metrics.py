@@ -212,8 +212,9 @@ class ScorerMetrics:
         if turns is None:
             self.score.record(result.score / result.scale,
                               self._bounded(n.METRIC_SCORE, labelled))
+            truncated = bool(result.judge is not None and result.judge.truncated)
             self.evaluations.add(1, self._bounded(n.METRIC_EVALUATIONS, {
-                **labelled, n.M_PASSED: passed}))
+                **labelled, n.M_PASSED: passed, n.M_TRUNCATED: str(truncated).lower()}))
         else:
             self.session_score.record(result.score / result.scale,
                                       self._bounded(n.METRIC_SESSION_SCORE, labelled))

@@ -261,6 +261,8 @@ class JudgeClient:
         mode = self._mode if self._mode is not None else await asyncio.to_thread(
             self.structured_mode)
         meter = Meter(self.model)  # latency counts the judge, not the one-time import
+        meter.truncated = tuple(name for name, text in request.fields
+                                if len(text) > self.max_field_chars)
         try:
             messages = self.render(request, mode)
             with suppress_instrumentation():

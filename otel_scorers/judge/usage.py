@@ -29,6 +29,9 @@ class JudgeUsage(BaseModel):
     fused: int = 0
     #: Tokens estimated from the request and answer sizes: the judge reported no usage.
     estimated: bool = False
+    #: The fields shown to the judge cut to ``max_field_chars`` (head and tail kept): the
+    #: verdict was made on part of them, and the result says so.
+    truncated: tuple[str, ...] = ()
 
     @property
     def total_tokens(self) -> int:
@@ -42,6 +45,7 @@ class JudgeUsage(BaseModel):
             "latencySeconds": round(self.latency_s, 6),
             **({"fusedWith": self.fused - 1} if self.fused else {}),
             **({"tokensEstimated": True} if self.estimated else {}),
+            **({"truncatedFields": list(self.truncated)} if self.truncated else {}),
         }
 
 
@@ -56,6 +60,7 @@ class Meter:
     completion_tokens: int = 0
     cost_usd: float | None = None
     estimated: bool = False
+    truncated: tuple[str, ...] = ()
 
     def add(self, prompt_tokens: int, completion_tokens: int, cost: float | None) -> None:
         self.prompt_tokens += prompt_tokens
@@ -67,4 +72,5 @@ class Meter:
         return JudgeUsage(model=self.model, calls=self.calls, retries=self.retries,
                           reasks=self.reasks, prompt_tokens=self.prompt_tokens,
                           completion_tokens=self.completion_tokens, cost_usd=self.cost_usd,
-                          latency_s=time.monotonic() - self.started, estimated=self.estimated)
+                          latency_s=time.monotonic() - self.started, estimated=self.estimated,
+                          truncated=self.truncated)

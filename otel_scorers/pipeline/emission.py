@@ -168,6 +168,14 @@ _SKIP_FIXES: dict[str, str | None] = {
     Reason.NO_CONTEXT: "record tool results (the instrumentation's content switch) or "
                        "retrieved documents, or give the scorer a context",
     Reason.NO_CLAIMS: None,  # an answer with nothing to ground (a greeting): nothing to fix
+    Reason.INPUT_TOO_LARGE: "the judge is shown at most max_field_chars (12,000 by default) "
+                            "of each field, and this run's response or request is over ten "
+                            "times that: judge a bounded answer (a summary, the final "
+                            "message), or a JudgeClient with a larger max_field_chars",
+    Reason.CONTEXT_TRUNCATED: "the context was cut to fit the judge and no claim could be "
+                              "decided on the part shown: give the scorer a shorter context "
+                              "(the relevant documents), or a judge with a larger "
+                              "max_field_chars",
     Reason.STEPS_TRUNCATED: "the interaction made more steps than a run keeps (the first and "
                             "last 100): decide it with checks the counts of every step answer "
                             "(called_tool, did_not_call, max_tool_calls, no_tool_errors, the "

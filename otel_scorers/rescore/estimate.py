@@ -146,7 +146,7 @@ def _render(scorer: Any, client: JudgeClient, run: Any
     if not isinstance(scorer, LLMScorer):
         return None, {}, None
     try:
-        asked = scorer.ask(run)
+        asked = scorer.question_for(run)
     except ScorerInputError as exc:
         logger.debug("dry run: %s would not call the judge: %s", scorer, exc)
         return None, {}, ScorerInputError.error_type

@@ -137,6 +137,11 @@ def digest(*parts: Any) -> str:
     return h.hexdigest()[:32]
 
 
+#: The fields a verdict is about: shown under a tenth, the run is not judged.
+ESSENTIAL_FIELDS = frozenset({"agent response", "user request"})
+TOO_LARGE_FACTOR = 10
+
+
 @dataclass(frozen=True)
 class Question:
     """What an LLM scorer asks the judge about one run, and how the answer becomes its result."""
@@ -154,8 +159,28 @@ class LLMScorer(BaseScorer):
         needed (a rubric scorer with no rubric). Raises ``ScorerInputError`` for a run it
         cannot judge."""
 
-    async def score(self, run: ScorerRun) -> ScoreResult:
+    def question_for(self, run: ScorerRun) -> Question | ScoreResult:
+        """:meth:`ask`, and a run too large to show: when the agent's response or the user's
+        request is more than :data:`TOO_LARGE_FACTOR` times what the judge is shown of a
+        field (``max_field_chars``), the judge would see under a tenth of it; no verdict on
+        that is a verdict on the run, so it is not judged (``input_too_large``, counted and
+        said with its fix)."""
         asked = self.ask(run)
+        if isinstance(asked, ScoreResult):
+            return asked
+        limit = self.judge.max_field_chars
+        for name, text in asked.request.fields:
+            if name in ESSENTIAL_FIELDS and limit > 0 and len(text) > TOO_LARGE_FACTOR * limit:
+                return ScoreResult(
+                    run_id=run.run_id, scorer=self.name, score=None, scale=self.scale,
+                    label="skipped", passed=None, skipped="input_too_large",
+                    mode=self.mode_for(run),
+                    reason=f"Not judged: the {name} is {len(text):,} characters and the "
+                           f"judge is shown {limit:,} of a field: under a tenth of it.")
+        return asked
+
+    async def score(self, run: ScorerRun) -> ScoreResult:
+        asked = self.question_for(run)
         if isinstance(asked, ScoreResult):
             return asked
         return asked.answer(await self.judge.judge(asked.request))

@@ -119,36 +119,56 @@ class FaithfulnessScorer(LLMScorer):
                        "retrieved document in the run, and no context given).")
         if not run.response.strip():
             raise ScorerInputError("the run has no response to judge (empty output)")
-        fields = [("context", render_context(pieces))]
+        rendered = render_context(pieces)
+        # the judge sees part of the context: a claim it cannot find may be in the rest
+        cut = rendered != "\n\n".join(pieces) or len(rendered) > self.judge.max_field_chars
+        fields = [("context", rendered)]
         if run.user_prompt:
             fields.append(("user request", run.user_prompt))
         fields.append(("agent response", run.response))
         request = JudgeRequest(instructions=INSTRUCTIONS, fields=fields, answer_model=_Answer,
                                task='List the claims with their verdicts; answer with the JSON '
                                     'object {"claims": [...]}.')
-        return Question(request, lambda judgement: self._result(run, source, judgement))
+        return Question(request, lambda judgement: self._result(run, source, judgement, cut))
 
-    def _result(self, run: ScorerRun, source: str, judgement: Judgement[Any]) -> ScoreResult:
+    def _result(self, run: ScorerRun, source: str, judgement: Judgement[Any],
+                cut: bool = False) -> ScoreResult:
+        """The score from the claims' verdicts. With the context ``cut`` (clipped for the
+        judge), a claim it found no support for (``unsure``) may be supported in the part not
+        shown: it is left out of the score, never counted unsupported; with no claim left to
+        decide, the run is not scored (``context_truncated``)."""
         claims = judgement.value.claims
         if not claims:
             return ScoreResult(
                 run_id=run.run_id, scorer=self.name, score=self.scale, scale=self.scale,
                 label="skipped", passed=True, skipped="no_claims", judge=judgement.usage,
                 reason="Not scored: the judge found no factual claim in the answer.")
+        counts = {v: sum(1 for c in claims if c.verdict == v) for v in ("yes", "no", "unsure")}
+        decided = len(claims) - counts["unsure"] if cut else len(claims)
+        if not decided:
+            return ScoreResult(
+                run_id=run.run_id, scorer=self.name, score=None, scale=self.scale,
+                label="skipped", passed=None, skipped="context_truncated", judge=judgement.usage,
+                reason=f"Not scored: the {source} was cut to fit the judge, and none of the "
+                       f"answer's {len(claims)} claim(s) could be decided on the part shown "
+                       "(their support may lie in the rest).")
+        level = round(counts["yes"] / decided, 2)
         verdicts = tuple(CriterionVerdict(
-            id=f"claim_{i}", description=claim.claim, required=True,
+            id=f"claim_{i}", description=claim.claim,
+            required=not (cut and claim.verdict == "unsure"),
             satisfied=claim.verdict == "yes", reasoning=f"{claim.verdict}: {claim.reason}")
             for i, claim in enumerate(claims, start=1))
-        counts = {v: sum(1 for c in claims if c.verdict == v) for v in ("yes", "no", "unsure")}
-        level = round(counts["yes"] / len(claims), 2)
         passed = level >= self.pass_threshold
         analysis = FaithfulnessAnalysis(
-            criteria=verdicts, required_unmet=len(claims) - counts["yes"], dynamic=True,
+            criteria=verdicts, required_unmet=decided - counts["yes"], dynamic=True,
             supported=counts["yes"], contradicted=counts["no"], unsure=counts["unsure"],
             context_source=source)
-        lines = [f"Faithfulness {level:.2f}: {counts['yes']} of {len(claims)} claim(s) "
+        lines = [f"Faithfulness {level:.2f}: {counts['yes']} of {decided} claim(s) "
                  f"supported by the {source}, {counts['no']} contradicted, {counts['unsure']} "
-                 "not in it."]
+                 "not in it." + (f" The {source} was cut to fit the judge: the "
+                                 f"{counts['unsure']} claim(s) not found in the part shown are "
+                                 "not counted against the answer." if cut and counts["unsure"]
+                                 else "")]
         contradicted = [c.claim for c in claims if c.verdict == "no"]
         if contradicted:
             lines.append("Contradicted by the context: " + "; ".join(contradicted))

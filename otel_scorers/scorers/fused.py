@@ -54,7 +54,7 @@ async def judge_together(scorers: Mapping[str, Scorer], run: ScorerRun
             results[name] = await scorer.arun(run)
             continue
         try:
-            asked = scorer.ask(run)
+            asked = scorer.question_for(run)
         except (ScorerInputError, JudgeError) as error:
             results[name] = scorer.error_result(run, error)
             continue

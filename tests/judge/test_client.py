@@ -296,7 +296,7 @@ def test_custom_redactor_callable(judge_server: ScriptedJudgeServer) -> None:
 
 def test_long_fields_truncated_with_marker(judge_server: ScriptedJudgeServer) -> None:
     judge_server.script(rubric_answer([True]))
-    output = "HEAD " + "x" * 50_000 + " TAIL"
+    output = "HEAD " + "x" * 20_000 + " TAIL"  # cut, but under 10x: judged (input_too_large)
     scorer_for(judge_server, max_field_chars=3000).run({"input": "q", "output": output})
     user = judge_server.requests[0].messages[1]["content"]
     assert "characters truncated by otel-scorers" in user

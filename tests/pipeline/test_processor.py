@@ -106,7 +106,7 @@ def test_metrics(telemetry: Telemetry, make_processor: Any,
         for attrs, _ in points:
             for key, val in attrs.items():  # low cardinality: no ids, no free text
                 assert key in {"scorer", "label", "passed", "agent", "judge_model", "criterion",
-                               "judge_fingerprint",
+                               "judge_fingerprint", "truncated",
                                "satisfied", "required", "dimension", "side", "decision",
                                "reason", "error_type", "outcome", "token_type"}, (name, key)
                 assert len(str(val)) <= 64
