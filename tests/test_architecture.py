@@ -199,3 +199,12 @@ def test_no_module_imports_itself_round_about() -> None:
 
 def test_a_cycle_is_caught() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_modules_stay_small() -> None:
+    """No module over 400 lines; the processor and the evaluation (the two files every feature
+    used to go through) at most 250: a new capability is a new module and a registry row."""
+    sizes = {path.relative_to(PACKAGE).as_posix(): len(path.read_text().splitlines())
+             for path in SOURCES}
+    assert {name: size for name, size in sizes.items() if size > 400} == {}
+    assert sizes["pipeline/processor.py"] <= 250 and sizes["pipeline/evaluation.py"] <= 250

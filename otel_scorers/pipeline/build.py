@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from otel_scorers import registry
+from otel_scorers import background_loop, registry
 from otel_scorers.backends import SinkQueue
 from otel_scorers.capture import CaptureMapping, Extractor, Limits
 from otel_scorers.capture.trace import TraceBuffer
@@ -42,7 +43,7 @@ from otel_scorers.pipeline.content import ContentStripper
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.emission import Emission
 from otel_scorers.pipeline.evaluation import Evaluation
-from otel_scorers.pipeline.health import fix_for, judge_endpoint
+from otel_scorers.pipeline.health import fix_for, judge_endpoint, judges_of
 from otel_scorers.pipeline.health import logger as health_logger
 from otel_scorers.pipeline.isolated import IsolatedScorers
 from otel_scorers.pipeline.on_demand import OnDemand
@@ -357,6 +358,17 @@ def scorer_of(item: ScorerSettings, judge: Callable[[], JudgeClient]) -> Scorer:
     made: Scorer = row.build(item.name or row.name, item.scale, item.options,
                              judge() if row.judges else None)
     return made
+
+
+def start_background(parts: Parts, settings: Settings, scorers: Sequence[Any]
+                     ) -> Future[list[Any]] | None:
+    """What a processor runs on the background loop from its start: the judge canaries, and
+    with ``check_judge`` one request to each judge (its future: the results)."""
+    if parts.canaries is not None:
+        parts.canaries.start()
+    if not settings.check_judge:
+        return None
+    return background_loop.submit(check_judges(judges_of(scorers)))
 
 
 async def check_judges(judges: Sequence[Any]) -> list[Any]:

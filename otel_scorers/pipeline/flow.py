@@ -193,8 +193,12 @@ class Flow:
             self.sessions_now(trigger="shutdown")
 
     def receive_turns(self, records: Sequence[Any], authenticated: bool) -> None:
-        """Turn records of a gateway fleet kept as the turns of their sessions (see
-        :meth:`~otel_scorers.pipeline.ScoringSpanProcessor.receive_turns`)."""
+        """Turn records of a gateway fleet (``attributes``, ``body``, ``trace_id``,
+        ``span_id``): each kept as the next turn of its session when sampled here and its
+        sender vouched for (``sessions.turn_secret`` verified, else ``authenticated``: the
+        gateway checked a token, else ``sessions.accept_turns``); otherwise, or without a
+        session scorer, dropped, counted and said once (they carry content: never
+        forwarded)."""
         lane = self.parts.sessions
         if lane is None:
             self.turn_records_dropped += len(records)

@@ -22,7 +22,7 @@ from otel_scorers.http import shown_url
 from otel_scorers.policy import ContentPolicy
 from otel_scorers.scorers.result import ScoreResult
 
-__all__ = ["Health", "fix_for", "judge_endpoint", "judges_of", "mode_of", "report"]
+__all__ = ["Health", "LogOnce", "fix_for", "judge_endpoint", "judges_of", "mode_of", "report"]
 
 #: What stands for an error's text the content policy keeps in
 WITHHELD = "(the error text is withheld by the content policy: reasons, exported_content)"
@@ -184,6 +184,20 @@ class Health:
                 "last_error": state.last_error,
             }
         return out
+
+
+class LogOnce:
+    """``log_once(key, message)``: a warning once per key and process (with the traceback
+    for the keys of unexpected failures)."""
+
+    def __init__(self, log: logging.Logger) -> None:
+        self._log, self._said = log, set[str]()
+
+    def __call__(self, key: str, message: str) -> None:
+        if key not in self._said:
+            self._said.add(key)
+            self._log.warning(message, exc_info=key in ("on_end", "capture")
+                              or key.startswith("score:"))
 
 
 def report(health: Health, decisions: Mapping[str, Mapping[str, Any]], *, pending: int,

@@ -2,13 +2,11 @@
 
 The SDK hooks, flush, exit, shutdown and fork; everything else is a part built in
 :mod:`.build` and only delegated to. ``on_end`` is the hot path and never blocks or raises: one
-set test (the selector's :attr:`~otel_scorers.pipeline.selection.Selector.watched` keys) tells a
-span that may matter (handed, with its attributes, to the worker's bounded intake) from any
-other span (passed on, or, while something agent-related is in flight, handed over as a parent
-link). The worker (:mod:`.worker`) takes the intake in order, :mod:`.decide` turns it into
-jobs, and each is judged in three steps (:mod:`.evaluation`); whole sessions go through the
-session lane (:mod:`.sessions`); judging on demand is :attr:`ScoringSpanProcessor.on_demand`.
-Every selected (span, scorer) pair ends in exactly one counted decision (:meth:`stats`).
+set test (the selector's ``watched`` keys) tells a span that may matter (handed, with its
+attributes, to the worker's bounded intake) from any other (passed on, or, while something
+agent-related is in flight, handed over as a parent link). :mod:`.decide` turns the intake
+into jobs, each judged in three steps (:mod:`.evaluation`); sessions go through their lane
+(:mod:`.sessions`). Every selected (span, scorer) pair ends in one counted decision.
 """
 
 from __future__ import annotations
@@ -54,17 +52,12 @@ _PASS: Mapping[str, Any] = {}
 
 
 class ScoringSpanProcessor(SpanProcessor):
-    """Scores selected spans in the background and emits the results as OTel telemetry.
-
-    ``scorers`` (or :class:`ScorerSpec` with their own sampling; default: the configured ones);
-    ``selection`` / ``sampling``: which spans, which share; ``capture``: a
-    :class:`CaptureMapping` of your attribute names, or a callable reading a run; ``rubrics``
-    per agent (``"*"``: any; an ``otel_scorers.rubric`` span attribute wins); ``exporter``:
-    enriched export; the providers results go to (default: the global ones);
-    ``capture_limits``; ``config``: a YAML file; ``sessions``: a :class:`SessionPolicy`; and
-    every pipeline setting of docs/configuration.md (:class:`build.PipelineSettings`), an
-    argument winning over its variable and the file.
-    """
+    """Scores selected spans in the background and emits the results as OTel telemetry:
+    ``scorers`` (or :class:`ScorerSpec`; default: the configured ones), ``selection``,
+    ``sampling``, ``capture`` (a :class:`CaptureMapping` or a callable), ``rubrics`` per agent,
+    ``exporter`` (enriched export), the providers, ``capture_limits``, ``config`` (YAML),
+    ``sessions`` and every pipeline setting of docs/configuration.md, an argument winning over
+    its variable and the file."""
 
     def __init__(self, scorers: Sequence[Scorer | ScorerSpec] | None = None, *,
                  selection: Selection | None = None, sampling: Sampling | None = None,
@@ -80,7 +73,7 @@ class ScoringSpanProcessor(SpanProcessor):
         settings, problems = build.resolve_settings(pipeline, config)
         #: The resolved settings; ``disabled_because``: why scoring is off (bad variables).
         self.settings, self.disabled_because = settings, problems
-        self._errors_logged: set[str] = set()
+        self._log_once = health.LogOnce(logger)
         parts = build.parts_from(
             settings, scorers=scorers, selection=selection, sampling=sampling,
             capture=capture, rubrics=rubrics, exporter=exporter,
@@ -102,16 +95,11 @@ class ScoringSpanProcessor(SpanProcessor):
         if problems:  # scoring off: every span goes on (to enriched export, if any)
             logger.error("otel-scorers: scoring is disabled: %s", "; ".join(problems))
             self.on_end = self._forward  # type: ignore[method-assign]
-        #: ``check_judge``: the start check of the judges, running on the background loop
-        #: (its result: one :class:`~otel_scorers.judge.ping.PingResult` per judge)
-        self.judge_check: Future[list[Any]] | None = None
-        #: judge canaries (``canary`` settings): their rounds run on the background loop
+        #: judge canaries (``canary`` settings) and ``check_judge``'s start check of the
+        #: judges (one :class:`~otel_scorers.judge.ping.PingResult` each), on the background loop
         self.canaries = parts.canaries
-        if self.canaries is not None and not problems:
-            self.canaries.start()
-        if settings.check_judge and not problems:
-            self.judge_check = background_loop.submit(
-                build.check_judges(health.judges_of(self.scorers)))
+        self.judge_check: Future[list[Any]] | None = build.start_background(
+            parts, settings, self.scorers) if not problems else None
         if hasattr(os, "register_at_fork"):
             ref = weakref.ref(self)
             os.register_at_fork(after_in_child=lambda: _after_fork(ref))
@@ -203,33 +191,20 @@ class ScoringSpanProcessor(SpanProcessor):
 
     def wait_for_results(self, timeout_millis: int) -> bool:
         """Wait until every result is written to its backends or dropped, retries included
-        (``force_flush`` never waits out a backend that is down; a batch command's end does:
-        ``rescore``). ``True`` when nothing is left waiting."""
+        (unlike ``force_flush``: a batch command's end, ``rescore``); ``True``: none left."""
         sinks = self._parts.sinks
         return sinks is None or sinks.flush(timeout_millis / 1000.0, patient=True)
 
     # -- sessions ---------------------------------------------------------------------------
     def score_sessions(self, key: str | None = None, timeout_millis: int = 30_000) -> bool:
-        """Judge every session with turns not judged yet now (``key``: that one), the
-        interactions seen so far decided first; ``True`` when every evaluation finished within
-        the timeout. A session that goes on is judged again, whole, when it next goes idle."""
+        """Judge every session with turns not judged yet now (``key``: that one); ``True`` when
+        every evaluation finished in time (docs/sessions.md)."""
         return self._flow.score_sessions(key, time.monotonic() + timeout_millis / 1000.0)
 
     def receive_turns(self, records: Sequence[Any], *, authenticated: bool = False) -> None:
-        """Turn records of a gateway fleet (``attributes``, ``body``, ``trace_id``,
-        ``span_id``): each kept as the next turn of its session when sampled here and its
-        sender vouched for (``sessions.turn_secret`` verified, else ``authenticated``: the
-        gateway checked a token, else ``sessions.accept_turns``); otherwise, or without a
-        session scorer, dropped, counted and said once (they carry content: never
-        forwarded)."""
+        """Turn records of a gateway fleet, each kept as the next turn of its session when
+        sampled here and its sender vouched for (:meth:`.flow.Flow.receive_turns`)."""
         self._flow.receive_turns(records, authenticated)
-
-    # -- housekeeping -----------------------------------------------------------------------
-    def _log_once(self, key: str, message: str) -> None:
-        if key not in self._errors_logged:
-            self._errors_logged.add(key)
-            logger.warning(message, exc_info=key in ("on_end", "capture")
-                           or key.startswith("score:"))
 
     # -- flush, exit and shutdown -----------------------------------------------------------
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
@@ -265,6 +240,8 @@ class ScoringSpanProcessor(SpanProcessor):
         content, counts, cache, waiting runs and held spans are dropped."""
         self._shutdown_lock = threading.Lock()
         self._flow.reset_after_fork()
+
+
 
 
 def _after_fork(ref: weakref.ReferenceType[ScoringSpanProcessor]) -> None:

@@ -22,15 +22,16 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from otel_scorers.scorers.steps import (
-    MAX_TOOLS,
     Step,
     StepCounts,
     ToolCall,
     ToolDefinition,
     bounded,
+    steps_from_input,
+    tools_from_input,
 )
 from otel_scorers.scorers.turns import Turn, coerce_turns
 
@@ -212,7 +213,7 @@ class ScorerRun(BaseModel):
                 _first(data, "additionalContext", "additional_context") or {}),
             "input_data": input_data,
         }
-        every, tools = _steps(data.get("steps")), _tools(data.get("tools"))
+        every, tools = steps_from_input(data.get("steps")), tools_from_input(data.get("tools"))
         steps, dropped, counts = bounded(every)
         if steps:
             fields.update(steps=steps, steps_dropped=dropped, step_counts=counts)
@@ -239,50 +240,10 @@ class ScorerRun(BaseModel):
 
 RunLike = ScorerRun | Mapping[str, Any]
 
-#: Steps a run given as data may hold (a run file, a dataset record): more is not a run.
-MAX_INPUT_STEPS = 100_000
-
 _RUN_INPUT_KEYS = frozenset({
     "inputMessages", "input_messages", "rememberedMessages", "remembered_messages",
     "systemMessages", "system_messages", "taggedSystemMessages", "tagged_system_messages",
     "originalTask", "original_task"})
-
-
-def _steps(value: Any) -> tuple[Step, ...]:
-    """``steps``: a list of step mappings (``{"kind": "tool", "name": ..., "arguments": ...}``,
-    the shape ``rescore --include-run`` writes), at most ``MAX_INPUT_STEPS`` (the run keeps
-    :data:`MAX_STEPS` of them, and the counts of all)."""
-    if value is None:
-        return ()
-    if not isinstance(value, Sequence) or isinstance(value, str | bytes | bytearray):
-        raise TypeError("'steps' must be a list of steps")
-    if len(value) > MAX_INPUT_STEPS:
-        raise TypeError(f"'steps' holds {len(value)} steps: at most {MAX_INPUT_STEPS} are read")
-    try:
-        return tuple(step if isinstance(step, Step) else Step.model_validate(step)
-                     for step in value)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise TypeError(f"invalid step ({where}: {first['msg']})") from None
-
-
-def _tools(value: Any) -> tuple[ToolDefinition, ...]:
-    """``tools``: names, or ``{"name", "description"}`` mappings, of the tools the agent had."""
-    if value is None:
-        return ()
-    if not isinstance(value, Sequence) or isinstance(value, str | bytes | bytearray):
-        raise TypeError("'tools' must be a list of tool names or {name, description}")
-    out = []
-    for item in value[:MAX_TOOLS]:
-        if isinstance(item, str):
-            out.append(ToolDefinition(name=item))
-        elif isinstance(item, Mapping) and isinstance(item.get("name"), str):
-            out.append(ToolDefinition(name=item["name"],
-                                      description=str(item.get("description") or "")))
-        else:
-            raise TypeError("'tools' must be a list of tool names or {name, description}")
-    return tuple(out)
 
 
 def _tagged(value: Any) -> list[Message]:

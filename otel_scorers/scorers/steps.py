@@ -13,13 +13,14 @@ decided (``steps_truncated``), never passed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-__all__ = ["MAX_FIELD_CHARS", "MAX_STEPS", "MAX_TOOLS", "Step", "StepCounts", "StepKind",
-           "ToolCall", "ToolDefinition", "bounded", "clip"]
+__all__ = ["MAX_FIELD_CHARS", "MAX_INPUT_STEPS", "MAX_STEPS", "MAX_TOOLS", "Step", "StepCounts",
+           "StepKind", "ToolCall", "ToolDefinition", "bounded", "clip", "steps_from_input",
+           "tools_from_input"]
 
 #: Characters kept of a step's arguments, result, error or document.
 MAX_FIELD_CHARS = 4_000
@@ -177,3 +178,44 @@ def bounded(steps: Sequence[Step], limit: int = MAX_STEPS, *, cut: StepCounts | 
         counts = counts.plus(cut)
     dropped = counts.steps - len(kept)
     return kept, dropped, counts if dropped else None
+
+
+#: Steps a run given as data may hold (a run file, a dataset record): more is not a run.
+MAX_INPUT_STEPS = 100_000
+
+
+def steps_from_input(value: Any) -> tuple[Step, ...]:
+    """``steps``: a list of step mappings (``{"kind": "tool", "name": ..., "arguments": ...}``,
+    the shape ``rescore --include-run`` writes), at most ``MAX_INPUT_STEPS`` (the run keeps
+    :data:`MAX_STEPS` of them, and the counts of all)."""
+    if value is None:
+        return ()
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes | bytearray):
+        raise TypeError("'steps' must be a list of steps")
+    if len(value) > MAX_INPUT_STEPS:
+        raise TypeError(f"'steps' holds {len(value)} steps: at most {MAX_INPUT_STEPS} are read")
+    try:
+        return tuple(step if isinstance(step, Step) else Step.model_validate(step)
+                     for step in value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise TypeError(f"invalid step ({where}: {first['msg']})") from None
+
+
+def tools_from_input(value: Any) -> tuple[ToolDefinition, ...]:
+    """``tools``: names, or ``{"name", "description"}`` mappings, of the tools the agent had."""
+    if value is None:
+        return ()
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes | bytearray):
+        raise TypeError("'tools' must be a list of tool names or {name, description}")
+    out = []
+    for item in value[:MAX_TOOLS]:
+        if isinstance(item, str):
+            out.append(ToolDefinition(name=item))
+        elif isinstance(item, Mapping) and isinstance(item.get("name"), str):
+            out.append(ToolDefinition(name=item["name"],
+                                      description=str(item.get("description") or "")))
+        else:
+            raise TypeError("'tools' must be a list of tool names or {name, description}")
+    return tuple(out)
