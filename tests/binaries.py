@@ -130,9 +130,10 @@ def gateway(scorers_config: Path, upstream: str, work: Path, *, name: str,
 
 
 @contextmanager
-def prometheus(work: Path, targets: dict[str, str], *, honor_labels: bool) -> Iterator[str]:
-    """Prometheus scraping ``targets`` (job -> host:port) every second with the shipped rules;
-    yields its base URL."""
+def prometheus(work: Path, targets: dict[str, str], *, honor_labels: bool,
+               rules: Path | None = None) -> Iterator[str]:
+    """Prometheus scraping ``targets`` (job -> host:port) every second with the shipped rules
+    (or ``rules``); yields its base URL."""
     path = shutil.which("prometheus")
     if path is None:
         pytest.fail("prometheus is missing: `make test` installs it (apt-get install prometheus)")
@@ -140,7 +141,7 @@ def prometheus(work: Path, targets: dict[str, str], *, honor_labels: bool) -> It
     config = work / "prometheus.yml"
     config.write_text(json.dumps({
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(CONFIG / "prometheus" / "otel-scorers.rules.yml")],
+        "rule_files": [str(rules or CONFIG / "prometheus" / "otel-scorers.rules.yml")],
         "scrape_configs": [{"job_name": job, "honor_labels": honor_labels,
                             "static_configs": [{"targets": [target]}]}
                            for job, target in targets.items()],
