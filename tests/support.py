@@ -124,3 +124,23 @@ class Upstream:
             if time.monotonic() > deadline:
                 return
             await asyncio.sleep(0.1)
+
+
+def processor_from_env(monkeypatch: Any, judge_server: Any, telemetry: Telemetry,
+                       env: dict[str, str]) -> Any:
+    """A processor configured only from ``OTEL_SCORERS_*`` variables (``env`` plus the judge
+    at ``judge_server``), installed on ``telemetry``'s providers before its span exporter."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from otel_scorers import ScoringSpanProcessor
+
+    for key, value in {**env, "OTEL_SCORERS_JUDGE_MODEL": judge_server.model,
+                       "OTEL_SCORERS_JUDGE_API_BASE": judge_server.url,
+                       "OTEL_SCORERS_JUDGE_API_KEY": "k"}.items():
+        monkeypatch.setenv(key, value)
+    processor = ScoringSpanProcessor(tracer_provider=telemetry.tracer_provider,
+                                     meter_provider=telemetry.meter_provider,
+                                     logger_provider=telemetry.logger_provider)
+    telemetry.tracer_provider.add_span_processor(processor)
+    telemetry.tracer_provider.add_span_processor(SimpleSpanProcessor(telemetry.spans_out))
+    return processor

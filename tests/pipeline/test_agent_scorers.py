@@ -9,11 +9,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from otel_scorers import ScoringSpanProcessor
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
-from tests.support import Telemetry, genai_attributes
+from tests.support import Telemetry, genai_attributes, processor_from_env
 
 
 def agent_run(telemetry: Telemetry, *, result: str | None = "Paris: sunny, 21 C",
@@ -41,15 +40,7 @@ ENV = {"OTEL_SCORERS_SCORERS": "trajectory,tool_use,faithfulness",
 def from_env(monkeypatch: pytest.MonkeyPatch, judge_server: ScriptedJudgeServer,
              telemetry: Telemetry) -> Iterator[ScoringSpanProcessor]:
     judge_server.responder = judge_responder()
-    for key, value in {**ENV, "OTEL_SCORERS_JUDGE_MODEL": judge_server.model,
-                       "OTEL_SCORERS_JUDGE_API_BASE": judge_server.url,
-                       "OTEL_SCORERS_JUDGE_API_KEY": "k"}.items():
-        monkeypatch.setenv(key, value)
-    processor = ScoringSpanProcessor(tracer_provider=telemetry.tracer_provider,
-                                     meter_provider=telemetry.meter_provider,
-                                     logger_provider=telemetry.logger_provider)
-    telemetry.tracer_provider.add_span_processor(processor)
-    telemetry.tracer_provider.add_span_processor(SimpleSpanProcessor(telemetry.spans_out))
+    processor = processor_from_env(monkeypatch, judge_server, telemetry, ENV)
     yield processor
     processor.shutdown()
 

@@ -13,14 +13,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from otel_scorers import ChecksScorer, PromptAlignmentScorer, RubricScorer, ScoringSpanProcessor
+from otel_scorers import ChecksScorer, PromptAlignmentScorer, RubricScorer
 from otel_scorers.cli import main
 from otel_scorers.judge.client import JudgeClient
 from otel_scorers.scorers.provenance import fingerprint_of
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
-from tests.support import Telemetry, genai_attributes
+from tests.support import Telemetry, genai_attributes, processor_from_env
 
 
 def agent_span(telemetry: Telemetry, agent: str = "support") -> None:
@@ -110,16 +109,8 @@ def test_check_config_prints_the_fingerprint_live_results_carry(
         monkeypatch: pytest.MonkeyPatch, telemetry: Telemetry,
         judge_server: ScriptedJudgeServer) -> None:
     judge_server.responder = judge_responder()
-    for key, value in {"OTEL_SCORERS_JUDGE_MODEL": judge_server.model,
-                       "OTEL_SCORERS_JUDGE_API_BASE": judge_server.url,
-                       "OTEL_SCORERS_JUDGE_API_KEY": "k",
-                       "OTEL_SCORERS_RUBRIC": "- greets the user\n- cites a source"}.items():
-        monkeypatch.setenv(key, value)
-    processor = ScoringSpanProcessor(tracer_provider=telemetry.tracer_provider,
-                                     meter_provider=telemetry.meter_provider,
-                                     logger_provider=telemetry.logger_provider)
-    telemetry.tracer_provider.add_span_processor(processor)
-    telemetry.tracer_provider.add_span_processor(SimpleSpanProcessor(telemetry.spans_out))
+    processor = processor_from_env(monkeypatch, judge_server, telemetry, {
+        "OTEL_SCORERS_RUBRIC": "- greets the user\n- cites a source"})
     try:
         agent_span(telemetry)
         assert processor.force_flush(20_000)
