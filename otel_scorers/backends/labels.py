@@ -33,7 +33,8 @@ from otel_scorers.errors import ConfigError
 from otel_scorers.scorers.cases import LabelledCase, band_of, case_from_record
 from otel_scorers.scorers.run import ScorerRun
 
-__all__ = ["KINDS", "captured_run", "labelled", "ours_span", "span_for", "span_run"]
+__all__ = ["KINDS", "captured_run", "labelled", "ours_span", "reviewed_cases", "span_for",
+           "span_run"]
 
 KINDS = ("rubric", "prompt_alignment", "faithfulness")
 
@@ -84,6 +85,29 @@ def labelled(name: str, run: ScorerRun | None, *, score: Any, label: Any, explan
         return None, str(exc)
 
 
+def reviewed_cases(name: str, block: Any, limit: int) -> tuple[list[LabelledCase], list[str]]:
+    """The cases the reviewers' labels in backend ``name`` (its settings ``block``) make, and
+    what was left out; at most ``limit`` spans or traces read. Anything the backend answers
+    that cannot be read is a :class:`ConfigError` of one line, and no label is a case there."""
+    from otel_scorers import registry
+
+    row = registry.backend(name)
+    if row.labels is None:
+        raise ConfigError(f"{row.title} keeps no reviewers' labels to read")
+    try:
+        found, notes = row.labels(block, limit)
+    except ConfigError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+        raise ConfigError(f"{row.title} answered something unexpected "
+                          f"({type(exc).__name__})") from None
+    if not found:
+        raise ConfigError(f"no human label in {row.title} makes a case (name it after a "
+                          "scorer: rubric, prompt_alignment, faithfulness)"
+                          + (f"; {'; '.join(notes)}" if notes else ""))
+    return found, notes
+
+
 def _case_run(run: ScorerRun) -> dict[str, Any]:
     return {"input": run.user_prompt or "", "system": run.system_prompt or "",
             "context": [{"role": m.role, "content": m.content} for m in run.conversation
@@ -97,7 +121,16 @@ def span_run(span: Mapping[str, Any], trace: Sequence[Mapping[str, Any]]) -> Sco
     """The run of a span in Phoenix's JSON shape, read by capture from it and the spans under
     it in its trace (``None``: none could be read)."""
     try:
-        return captured_run(_readable(span), [_readable(s) for s in trace if s is not span])
+        return captured_run(_readable(span), [one for s in trace if s is not span
+                                              if (one := _or_none(s)) is not None])
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None
+
+
+def _or_none(span: Mapping[str, Any]) -> ReadableSpan | None:
+    """``span`` read, or ``None`` (one unreadable span under a run never spoils the run)."""
+    try:
+        return _readable(span)
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
 
@@ -148,9 +181,10 @@ def _ns(text: Any) -> int | None:
 def ours_span(info: Mapping[str, Any], name: str) -> str | None:
     """The span this project's assessment of ``name`` is on (a review on the trace only is
     about the same run)."""
-    for assessment in info.get("assessments", []):
-        if assessment.get("assessment_name") == name and assessment.get(
-                "source", {}).get("source_id") == IDENTIFIER:
+    for assessment in info.get("assessments") or []:
+        source = assessment.get("source") if isinstance(assessment, dict) else None
+        if assessment.get("assessment_name") == name and isinstance(source, dict) \
+                and source.get("source_id") == IDENTIFIER:
             span_id = assessment.get("span_id")
             return span_id if isinstance(span_id, str) else None
     return None
@@ -158,6 +192,9 @@ def ours_span(info: Mapping[str, Any], name: str) -> str | None:
 
 def span_for(spans: Sequence[ReadableSpan], span_id: str | None) -> ReadableSpan | None:
     if span_id:
-        wanted = int(span_id, 16)
+        try:
+            wanted = int(span_id, 16)
+        except (TypeError, ValueError):
+            return None
         return next((s for s in spans if s.context and s.context.span_id == wanted), None)
     return next((s for s in spans if s.parent is None), None)  # the trace's root

@@ -185,8 +185,14 @@ class _Reader:
 
         from otel_scorers.otlp.spans import spans_of
 
-        answer = await self.call("GET", "/api/3.0/mlflow/traces/get?" + urllib.parse.urlencode(
-            {"trace_id": trace_id}))
+        path = "/api/3.0/mlflow/traces/get?" + urllib.parse.urlencode({"trace_id": trace_id})
+        try:  # one trace answered badly is that trace's problem (a SinkError), not the read's
+            answer = await call("MLflow", self.base, "GET", path)
+        except SinkError as exc:
+            if exc.reason == "unreachable":
+                raise ConfigError(str(exc)) from None
+            raise
+        answer = answer if isinstance(answer, dict) else {}
         found = answer.get("trace")
         trace: Mapping[str, Any] = found if isinstance(found, dict) else {}
         request = json_format.ParseDict(
@@ -204,40 +210,68 @@ def mlflow_cases(tracking_uri: str, experiment: str, *, max_traces: int = 5_000
 
 async def _cases(reader: _Reader, experiment: str, max_traces: int
                  ) -> tuple[list[LabelledCase], list[str]]:
+    from google.protobuf import json_format
+
     notes: dict[str, int] = {}
     cases: list[LabelledCase] = []
     for info in await reader.traces(experiment, max_traces):
-        assessments = [a for a in info.get("assessments", []) if isinstance(a, dict)]
-        human = [a for a in assessments
-                 if (a.get("source") or {}).get("source_type") == "HUMAN"
-                 and isinstance(a.get("feedback"), dict) and a.get("valid", True)]
-        if not human:
-            continue
-        ours = {a.get("assessment_name"): a.get("metadata") or {} for a in assessments
-                if (a.get("source") or {}).get("source_id") == IDENTIFIER}
-        spans = await reader.spans(info["trace_id"])
-        for review in human:
-            name = str(review.get("assessment_name"))
-            span = span_for(spans, review.get("span_id") or ours_span(info, name))
-            run = None
-            if span is not None:
-                try:
-                    run = captured_run(span, spans)
-                except (ValueError, KeyError, TypeError, RecursionError):
-                    run = None
-            value = review["feedback"].get("value")
-            case, why = labelled(
-                name, run, score=value if isinstance(value, int | float) else None,
-                label=value if isinstance(value, str | bool) else None,
-                explanation=review.get("rationale"),
-                ident=f"mlflow-{info['trace_id']}-{name}",
-                source=f"mlflow:{review.get('assessment_id', '')}", ours=ours.get(name, {}))
-            if case is not None:
-                cases.append(case)
-            elif why:
-                notes[why] = notes.get(why, 0) + 1
+        try:
+            cases += await _trace_cases(reader, info, notes)
+        except ConfigError:
+            raise
+        except (SinkError, ValueError, KeyError, TypeError, AttributeError, RecursionError,
+                json_format.Error) as exc:  # one bad trace is one note, never the whole read
+            why = (f"a trace could not be read "
+                   f"({exc.reason if isinstance(exc, SinkError) else type(exc).__name__})")
+            notes[why] = notes.get(why, 0) + 1
     return cases, [f"{count} human assessment(s) left out: {why}"
+                   if not why.startswith("a trace") else f"{count} x {why}"
                    for why, count in sorted(notes.items())]
+
+
+async def _trace_cases(reader: _Reader, info: Mapping[str, Any], notes: dict[str, int]
+                       ) -> list[LabelledCase]:
+    """The cases of one trace's human assessments (each reviewer's its own case)."""
+    found = info.get("assessments")
+    assessments = [a for a in found if isinstance(a, dict)] if isinstance(found, list) else []
+    human = [a for a in assessments
+             if _source(a).get("source_type") == "HUMAN"
+             and isinstance(a.get("feedback"), dict) and a.get("valid", True)]
+    if not human:
+        return []
+    ours = {a.get("assessment_name"): a.get("metadata") or {} for a in assessments
+            if _source(a).get("source_id") == IDENTIFIER}
+    spans = await reader.spans(info["trace_id"])
+    cases: list[LabelledCase] = []
+    for index, review in enumerate(human):
+        name = str(review.get("assessment_name"))
+        span = span_for(spans, review.get("span_id") or ours_span(info, name))
+        run = None
+        if span is not None:
+            try:
+                run = captured_run(span, spans)
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+                run = None  # said as "no run could be read"
+        value = review["feedback"].get("value")
+        ident = review.get("assessment_id")
+        case, why = labelled(
+            name, run, score=value if isinstance(value, int | float) else None,
+            label=value if isinstance(value, str | bool) else None,
+            explanation=review.get("rationale"),
+            ident=f"mlflow-{info['trace_id']}-{name}-"
+                  f"{ident if isinstance(ident, str) else index}",
+            source=f"mlflow:{ident if isinstance(ident, str) else ''}",
+            ours=ours.get(name, {}))
+        if case is not None:
+            cases.append(case)
+        elif why:
+            notes[why] = notes.get(why, 0) + 1
+    return cases
+
+
+def _source(assessment: Mapping[str, Any]) -> Mapping[str, Any]:
+    found = assessment.get("source")
+    return found if isinstance(found, dict) else {}
 
 
 # -- the row -------------------------------------------------------------------------------------

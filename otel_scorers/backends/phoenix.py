@@ -203,7 +203,7 @@ def _case(human: Mapping[str, Any], ours: Mapping[str, Any] | None,
     return labelled(name, span_run(span, by_trace.get(trace_id, [])),
                     score=result.get("score"), label=result.get("label"),
                     explanation=result.get("explanation"),
-                    ident=f"phoenix-{human.get('span_id')}-{name}",
+                    ident=f"phoenix-{human.get('span_id')}-{name}-{human.get('id', '')}",
                     source=f"phoenix:{human.get('id', '')}",
                     ours=(ours or {}).get("metadata") or {})
 

@@ -206,24 +206,10 @@ def _label_readers() -> set[str]:
 def _reviewed_cases(name: str) -> tuple[list[Any], list[str]]:
     """Cases from the reviewers' labels in a configured backend (its registry row reads
     them; docs/sinks.md)."""
-    from otel_scorers import registry
+    from otel_scorers.backends.labels import reviewed_cases
     from otel_scorers.config import load_settings
 
-    row = registry.backend(name)
-    assert row.labels is not None
-    settings = load_settings().settings
-    try:
-        found, notes = row.labels(settings.backend(name), MAX_REVIEWED)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        if isinstance(exc, ConfigError):
-            raise
-        raise ConfigError(f"{row.title} answered something unexpected "
-                          f"({type(exc).__name__})") from None
-    if not found:
-        raise ConfigError(f"no human label in {row.title} makes a case (name it after a "
-                          "scorer: rubric, prompt_alignment, faithfulness)"
-                          + (f"; {'; '.join(notes)}" if notes else ""))
-    return found, notes
+    return reviewed_cases(name, load_settings().settings.backend(name), MAX_REVIEWED)
 
 
 def _examples(path: str, max_tokens: int, judge: JudgeClient) -> dict[str, Any]:

@@ -149,7 +149,8 @@ CORE_PARAMS: tuple[Param, ...] = (
     P("canary.budget_share", "OTEL_SCORERS_CANARY_BUDGET_SHARE", "the share of a scorer's "
       "hourly judge budget canaries may spend (inside the budget and the rate limit)"),
     P("canary.cases", "OTEL_SCORERS_CANARY_FILE", "`bundled` (the golden set), `agents`, or "
-      "your labelled JSONL file (the `calibrate --cases` format)"),
+      "your labelled JSONL file (the `calibrate --cases` format), or `phoenix` / `mlflow`: "
+      "the labels your reviewers gave there, read again daily"),
     P("canary.window", None, "the last canary verdicts the live true rates are measured over"),
     P("sinks.queue_size", None, "results waiting per sink; past it they are dropped and "
       "counted (`queue_full`)"),

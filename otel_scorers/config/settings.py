@@ -197,7 +197,8 @@ class CanarySettings(StrictModel):
     cases_per_round: int = Field(default=4, gt=0, le=100)
     #: the share of a scorer's hourly judge budget canaries may spend
     budget_share: float = Field(default=0.05, gt=0, le=1)
-    #: ``bundled`` (the golden set), ``agents`` (the agent set), or a labelled JSONL file
+    #: ``bundled`` (the golden set), ``agents`` (the agent set), ``phoenix`` / ``mlflow`` (the
+    #: reviewers' labels there), or a labelled JSONL file
     cases: str = "bundled"
     #: the last verdicts the live true rates are measured over
     window: int = Field(default=200, ge=10)

@@ -17,6 +17,7 @@ from typing import Any
 
 from otel_scorers import background_loop, registry
 from otel_scorers.backends import SinkQueue
+from otel_scorers.backends.labels import reviewed_cases
 from otel_scorers.capture import CaptureMapping, Extractor, Limits
 from otel_scorers.capture.trace import TraceBuffer
 from otel_scorers.config import (
@@ -37,7 +38,7 @@ from otel_scorers.judge.redact import RegexRedactor
 from otel_scorers.judge.retry import RetryPolicy
 from otel_scorers.pipeline.ask import Asker
 from otel_scorers.pipeline.cache import ResultCache
-from otel_scorers.pipeline.canary import Canaries
+from otel_scorers.pipeline.canary import MAX_REVIEWED, Canaries
 from otel_scorers.pipeline.check import Checker
 from otel_scorers.pipeline.content import ContentStripper
 from otel_scorers.pipeline.counts import DecisionCounts
@@ -145,7 +146,9 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
         # the store is made below, with the metrics' counters: read it when collected
         sessions=(lambda: store[0].open_count(), lambda: len(store[0]))  # noqa: PLW0108
         if session_slots else None)
-    canaries.append(Canaries(settings.canary, every, record=metrics.canary, log_once=log_once))
+    canaries.append(Canaries(settings.canary, every, record=metrics.canary, log_once=log_once,
+                             reviewed=lambda name: reviewed_cases(
+                                 name, settings.backend(name), MAX_REVIEWED)))
     if session_slots:
         store.append(SessionStore(session_policy_from(sessions or settings.sessions),
                                   count_dropped=metrics.dropped_turns,

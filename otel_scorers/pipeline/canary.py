@@ -4,7 +4,9 @@ A provider swaps the model snapshot behind a name, a prompt is edited, a local m
 replaced: the dashboard moves while the agent did not. The canaries watch the judge itself.
 Every ``canary.interval_s`` (an hour by default; the first round one interval after start),
 each configured LLM scorer judges ``canary.cases_per_round`` labelled cases of its kind (the
-bundled golden set by default, or the agent set, or your own labelled file: ``canary.cases``),
+bundled golden set by default, or the agent set, or your own labelled file, or the labels your
+reviewers gave in Phoenix or MLflow, read as ``calibrate --cases phoenix|mlflow`` reads them and
+read again every :data:`REVIEWED_REFRESH_S`: ``canary.cases``),
 stratified: passing and failing labels alternate, and every case comes round before one
 repeats. Each verdict is compared with its label:
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -44,9 +47,22 @@ __all__ = ["Canaries", "CanaryState", "load_canary_cases"]
 logger = logging.getLogger(__name__)
 
 
-def load_canary_cases(source: str) -> list[Any]:
+#: Reviewers' labels (``canary.cases: phoenix|mlflow``) are read again this often (seconds), so
+#: new reviews join the canaries; each scorer's window of verdicts is kept across a re-read.
+REVIEWED_REFRESH_S = 86_400.0
+#: The most spans (Phoenix) or traces (MLflow) one reading of reviewers' labels goes through.
+MAX_REVIEWED = 5_000
+
+#: ``reviewed(name)``: the cases of backend ``name``'s reviewers' labels and the notes on what
+#: was left out (made by ``pipeline.build`` from the backend's settings).
+Reviewed = Callable[[str], tuple[list[Any], list[str]]]
+
+
+def load_canary_cases(source: str, reviewed: Reviewed | None = None) -> list[Any]:
     """The labelled cases of ``source``: ``bundled`` (the golden set), ``agents`` (the agent
-    set), or a labelled JSONL file (the ``calibrate --cases`` format)."""
+    set), a backend that keeps reviewers' labels (``phoenix``, ``mlflow``: read through
+    ``reviewed``), or a labelled JSONL file (the ``calibrate --cases`` format)."""
+    from otel_scorers import registry
     from otel_scorers.calibration import agent_cases, bundled_cases
     from otel_scorers.scorers.cases import load_cases
 
@@ -54,6 +70,14 @@ def load_canary_cases(source: str) -> list[Any]:
         return bundled_cases()
     if source == "agents":
         return agent_cases()
+    if source in {row.name for row in registry.backends() if row.labels is not None}:
+        if reviewed is None:
+            raise ValueError(f"{source}: no backend settings to read the reviewers' labels "
+                             "with")
+        cases, notes = reviewed(source)
+        logger.info("otel-scorers: %d judge canary case(s) from the reviewers' labels in %s%s",
+                    len(cases), source, f" ({'; '.join(notes)})" if notes else "")
+        return cases
     return list(load_cases(source))
 
 
@@ -92,12 +116,13 @@ class Canaries:
 
     def __init__(self, settings: CanarySettings, slots: Sequence[Slot], *,
                  record: Callable[[str, str, str, str], None],
-                 log_once: Callable[[str, str], None]) -> None:
+                 log_once: Callable[[str, str], None], reviewed: Reviewed | None = None) -> None:
         self.settings, self._record, self._log_once = settings, record, log_once
+        self._reviewed = reviewed
+        self._loaded_at: float | None = None
         self.states: dict[str, CanaryState] = {}
         self._task: Future[None] | None = None
         self._stopped = False
-        self._prepared = False
         #: the scorers a judge decides: the ones canaries watch (read at the first round, on
         #: the background loop: nothing is loaded on the application's thread at start)
         self._judged = [slot for slot in slots if getattr(slot.scorer, "judge", None) is not None
@@ -105,17 +130,25 @@ class Canaries:
             if settings.enabled else []
 
     def _prepare(self) -> None:
-        """Each watched scorer's cases, by label (once)."""
-        if self._prepared:
-            return
-        self._prepared = True
+        """Each watched scorer's cases, by label (once; reviewers' labels again every
+        :data:`REVIEWED_REFRESH_S`, keeping each scorer's verdicts)."""
         settings, log_once = self.settings, self._log_once
+        now = time.monotonic()
+        if self._loaded_at is not None and (settings.cases not in ("phoenix", "mlflow") or
+                                            now - self._loaded_at < REVIEWED_REFRESH_S):
+            return
+        self._loaded_at = now
         try:
-            cases = load_canary_cases(settings.cases)
-        except Exception as exc:  # a bad file: said once; the application is scored as ever
-            log_once("canary:cases", f"otel-scorers: the canary cases {settings.cases!r} "
-                     f"could not be read ({exc}): no judge canaries run. To fix: "
-                     "OTEL_SCORERS_CANARY_FILE=bundled, or a labelled JSONL file")
+            cases = load_canary_cases(settings.cases, self._reviewed)
+        except Exception as exc:  # a bad file or backend: said once; scoring goes on as ever
+            if not self.states:
+                log_once("canary:cases", f"otel-scorers: the canary cases {settings.cases!r} "
+                         f"could not be read ({exc}): no judge canaries run. To fix: "
+                         "OTEL_SCORERS_CANARY_FILE=bundled, or a labelled JSONL file, or "
+                         "the backend's settings")
+            else:  # the earlier cases stay
+                logger.warning("otel-scorers: the canary cases %r could not be read again "
+                               "(%s): the earlier ones stay", settings.cases, exc)
             return
         states: dict[str, CanaryState] = {}
         for slot in self._judged:
@@ -125,15 +158,20 @@ class Canaries:
                          "no labelled canary cases of its kind: its judge is not watched")
                 continue
             shuffled = random.Random(slot.name).sample(mine, len(mine))
+            passing = [c for c in shuffled if expected_pass(c)]
+            failing = [c for c in shuffled if not expected_pass(c)]
+            earlier = self.states.get(slot.name)
+            if earlier is not None:  # a re-read: the verdicts and the spend go on
+                earlier.passing, earlier.failing = passing, failing
+                states[slot.name] = earlier
+                continue
             budget = slot.sampler.budget
             spend = None if budget is None else HourlyBudget(
                 None if budget.max_tokens is None else
                 max(1, int(budget.max_tokens * settings.budget_share)),
                 None if budget.max_cost is None else budget.max_cost * settings.budget_share)
-            states[slot.name] = CanaryState(
-                slot, [c for c in shuffled if expected_pass(c)],
-                [c for c in shuffled if not expected_pass(c)],
-                deque(maxlen=settings.window), spend)
+            states[slot.name] = CanaryState(slot, passing, failing,
+                                            deque(maxlen=settings.window), spend)
         self.states = states  # whole, for the readers on other threads
 
     def start(self) -> None:

@@ -149,9 +149,9 @@ def test_a_result_before_its_trace_lands_and_a_rescore_updates_it(
     queue.close(1)
 
 
-def test_calibrate_reads_the_reviewers_feedback_from_mlflow(
+def test_calibrate_and_the_canaries_read_the_reviewers_feedback_from_mlflow(
         mlflow: tuple[str, str], judge_server: ScriptedJudgeServer, judge: JudgeClient,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, make_processor: Any) -> None:
     from click.testing import CliRunner
 
     from otel_scorers import PromptAlignmentScorer
@@ -192,6 +192,33 @@ def test_calibrate_reads_the_reviewers_feedback_from_mlflow(
     assert report["cases"] == 3 and report["errors"] == 0
     assert report["pass_agreement"] == 0.5
     assert report["band_hit_rate"] == 1.0 and report["alignment_mae"] == 0.1
+
+    # a second reviewer on the same run: each reviewer's label is a case of its own (issue 35.9)
+    call(base, "POST", f"/api/3.0/mlflow/traces/{traces[1]}/assessments", {"assessment": {
+        "assessment_name": "rubric", "trace_id": traces[1], "feedback": {"value": "fail"},
+        "source": {"source_type": "HUMAN", "source_id": "second@example.com"}}})
+    result = CliRunner().invoke(main, [
+        "calibrate", "--cases", "mlflow", "--model", judge_server.model, "--api-base",
+        judge_server.url, "--api-key", "k", "--json", "-", "--no-progress", "--scorer",
+        "rubric"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout[result.stdout.index("{"):])
+    assert report["cases"] == 3 and report["pass_agreement"] == 0.3333
+
+    # the live canaries hold the judge to the same labels (issue 36.1): this judge passes all
+    monkeypatch.setenv("OTEL_SCORERS_CANARY_FILE", "mlflow")
+    monkeypatch.setenv("OTEL_SCORERS_CANARY_INTERVAL_S", "0.1")
+    processor = make_processor([RubricScorer(judge, "- greets the user")])
+    canaries = processor.canaries
+    assert canaries is not None
+    deadline = time.monotonic() + 120
+    while len(getattr(canaries.states.get("rubric"), "window", ())) < 6:
+        assert time.monotonic() < deadline, processor.health().get("canaries")
+        time.sleep(0.1)
+    state = canaries.states["rubric"]
+    assert (len(state.passing), len(state.failing)) == (1, 2)
+    report = processor.health()["canaries"]["rubric"]
+    assert report["true_positive_rate"] == 1.0 and report["true_negative_rate"] == 0.0
 
 
 def test_mlflow_stopped_mid_run_then_restarted_loses_nothing_and_writes_each_result_once(

@@ -281,9 +281,9 @@ def test_the_gateway_writes_what_it_scores_into_phoenix(
     assert found["faithfulness"]["annotator_kind"] == "LLM"
 
 
-def test_calibrate_reads_the_reviewers_labels_from_phoenix(
+def test_calibrate_and_the_canaries_read_the_reviewers_labels_from_phoenix(
         phoenix: str, judge_server: ScriptedJudgeServer, judge: JudgeClient,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, make_processor: Any) -> None:
     from click.testing import CliRunner
 
     from otel_scorers import PromptAlignmentScorer
@@ -316,20 +316,39 @@ def test_calibrate_reads_the_reviewers_labels_from_phoenix(
             {"span_id": good, "name": "prompt_alignment", "annotator_kind": "HUMAN",
              "result": {"score": 0.9}, "identifier": "reviewer-1"},
             {"span_id": good, "name": "tool_use", "annotator_kind": "HUMAN",
-             "result": {"label": "pass"}, "identifier": "reviewer-1"}]}).encode())
+             "result": {"label": "pass"}, "identifier": "reviewer-1"},
+            # a second reviewer on the same span: a case of its own (issue 35.9)
+            {"span_id": bad, "name": "rubric", "annotator_kind": "HUMAN",
+             "result": {"label": "fail"}, "identifier": "reviewer-2"}]}).encode())
     with urllib.request.urlopen(request, timeout=10):
         pass
     assert len(annotations(phoenix, good, count=5)) == 5  # 2 of ours, 3 of the reviewer's
-    assert len(annotations(phoenix, bad, count=3)) == 3
+    assert len(annotations(phoenix, bad, count=4)) == 4
     result = CliRunner().invoke(main, [
         "calibrate", "--cases", "phoenix", "--model", judge_server.model, "--api-base",
         judge_server.url, "--api-key", "k", "--json", "-", "--no-progress"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout[result.stdout.index("{"):])
-    assert report["cases"] == 3 and report["errors"] == 0
-    assert report["pass_agreement"] == 0.5  # the judge passed the run the reviewer failed
+    assert report["cases"] == 4 and report["errors"] == 0
+    # the judge passed the run both reviewers failed
+    assert report["pass_agreement"] == 0.3333
     assert report["band_hit_rate"] == 1.0 and report["alignment_mae"] == 0.1
     assert "tool_use: reviewers label runs, not each call" in result.stderr
+
+    # the live canaries hold the judge to the same labels (issue 36.1): this judge passes all
+    monkeypatch.setenv("OTEL_SCORERS_CANARY_FILE", "phoenix")
+    monkeypatch.setenv("OTEL_SCORERS_CANARY_INTERVAL_S", "0.1")
+    processor = make_processor([RubricScorer(judge, "- greets the user")])
+    canaries = processor.canaries
+    assert canaries is not None
+    deadline = time.monotonic() + 120
+    while len(getattr(canaries.states.get("rubric"), "window", ())) < 6:
+        assert time.monotonic() < deadline, processor.health().get("canaries")
+        time.sleep(0.1)
+    state = canaries.states["rubric"]
+    assert (len(state.passing), len(state.failing)) == (1, 2)
+    report = processor.health()["canaries"]["rubric"]
+    assert report["true_positive_rate"] == 1.0 and report["true_negative_rate"] == 0.0
 
 
 def test_phoenix_stopped_mid_run_then_restarted_loses_nothing_and_writes_each_result_once(

@@ -124,3 +124,18 @@ async def test_the_gateway_runs_the_canaries(judge_server: ScriptedJudgeServer,
             watched = health(url)["health"]["canaries"]
     assert watched["rubric"]["true_positive_rate"] in (None, 1.0)
     assert "prompt_alignment" in watched  # its score-banded cases watch it too
+
+
+def test_canaries_from_a_backend_that_is_not_configured_say_so_once(
+        monkeypatch: pytest.MonkeyPatch, judge: JudgeClient, make_processor: Any,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """``canary.cases: phoenix`` without a Phoenix: one line with its fix, scoring as ever."""
+    monkeypatch.setenv("OTEL_SCORERS_CANARY_FILE", "phoenix")
+    monkeypatch.setenv("OTEL_SCORERS_CANARY_INTERVAL_S", "0.1")
+    monkeypatch.delenv("OTEL_SCORERS_PHOENIX_ENDPOINT", raising=False)
+    processor = make_processor([RubricScorer(judge)])
+    wait_for(lambda: "could not be read" in caplog.text, "the line about the cases")
+    time.sleep(0.5)  # more rounds: still said once
+    lines = [r.getMessage() for r in caplog.records if "canary cases" in r.getMessage()]
+    assert len(lines) == 1 and "OTEL_SCORERS_PHOENIX_ENDPOINT" in lines[0], lines
+    assert processor.canaries is not None and processor.canaries.states == {}
