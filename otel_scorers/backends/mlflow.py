@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
+from pydantic import field_validator
 
 from otel_scorers import background_loop
 from otel_scorers.backends.base import (
@@ -63,6 +64,14 @@ class MLflowSettings(StrictModel):
                                       env="OTEL_SCORERS_MLFLOW_TRACKING_URI")
     experiment: str | None = option(None, "the MLflow experiment your traces go to (its id or "
                                     "name)", env="OTEL_SCORERS_MLFLOW_EXPERIMENT")
+
+    @field_validator("tracking_uri")
+    @classmethod
+    def _an_http_url(cls, value: str | None) -> str | None:
+        """Refused where settings are read (check-config says so as ``install()`` does)."""
+        if value:
+            _base(value)
+        return value or None
 
 
 def _base(tracking_uri: str) -> str:

@@ -19,7 +19,7 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import SecretStr
+from pydantic import SecretStr, field_validator
 
 from otel_scorers import background_loop
 from otel_scorers.backends.base import (
@@ -57,6 +57,14 @@ class PhoenixSettings(StrictModel):
                           env="OTEL_SCORERS_PHOENIX_PROJECT")
     api_key: SecretStr | None = option(None, "Phoenix API key (sent as a bearer token); never "
                                        "printed", env="OTEL_SCORERS_PHOENIX_API_KEY")
+
+    @field_validator("endpoint")
+    @classmethod
+    def _an_http_url(cls, value: str | None) -> str | None:
+        """Refused where settings are read (check-config says so as ``install()`` does)."""
+        if value:
+            _base(value)
+        return value or None
 
 
 def _base(endpoint: str) -> str:

@@ -2,10 +2,13 @@
 application's hot path, and each backend on its own.
 
 :meth:`SinkQueue.offer` is called on the library's background loop when an evaluation is
-emitted; it never waits: past ``max_items`` waiting for a sink a result is dropped for that
-sink and counted (``queue_full``). Each sink has a lane of its own (its waiting results and one
-task draining them in batches of the sink's ``max_batch``), so a slow or hung backend holds
-only its own results, never another's. A failed write is retried with backoff (0.5 s doubling
+emitted; it never waits: past ``max_items`` results, or ``max_bytes`` of them (their JSON
+size: a few large rubric results weigh what thousands of small ones do), waiting for a sink a
+result is dropped for that sink and counted (``queue_full``). Each sink has a lane of its own
+(its waiting results and one task draining them in batches of the sink's ``max_batch``), so a
+slow or hung backend holds only its own results, never another's. A batch the backend refuses
+outright is written again item by item, so one bad result never takes the others of its batch
+with it. A failed write is retried with backoff (0.5 s doubling
 to 10 s) until it lands or ``retry_s`` has passed since its first try (then
 ``retries_exhausted``); a write the backend refuses outright is dropped at once (its reason,
 e.g. ``http_401``). Every outcome is counted (``written``, ``retried``, ``dropped`` with the
@@ -45,7 +48,9 @@ class _Lane:
 
     def __init__(self, sink: ResultSink) -> None:
         self.sink = sink
-        self.waiting: deque[Evaluated] = deque()
+        self.waiting: deque[tuple[Evaluated, int]] = deque()
+        #: the JSON size of the waiting results
+        self.bytes = 0
         #: results taken for a write that has not ended yet
         self.inflight = 0
         #: the task draining the lane: it ends when the lane is empty, and the next offer
@@ -71,10 +76,11 @@ class SinkQueue:
     """The sinks of one processor (or command) and what is waiting for each."""
 
     def __init__(self, sinks: Sequence[ResultSink], *, max_items: int = 10_000,
-                 retry_s: float = 120.0, count: Count | None = None,
+                 max_bytes: int = 64 * 1024 * 1024, retry_s: float = 120.0,
+                 count: Count | None = None,
                  log_once: Callable[[str, str], None] | None = None) -> None:
         self.sinks = tuple(sinks)
-        self.max_items = max_items
+        self.max_items, self.max_bytes = max_items, max_bytes
         self.retry_s = retry_s
         self._count = count
         self._log_once = log_once
@@ -99,16 +105,18 @@ class SinkQueue:
     # -- from the background loop --------------------------------------------------------
     def offer(self, item: Evaluated) -> None:
         """Queue ``item`` for every sink (on the background loop); never waits."""
+        size = _size(item)
         with self._lock:
             if self._closing:
                 for sink in self.sinks:
                     self._counted(sink.name, "dropped", "shutdown")
                 return
             for lane in self._lanes.values():
-                if len(lane.waiting) >= self.max_items:
+                if len(lane.waiting) >= self.max_items or lane.bytes + size > self.max_bytes:
                     self._counted(lane.sink.name, "dropped", "queue_full")
                     continue
-                lane.waiting.append(item)
+                lane.waiting.append((item, size))
+                lane.bytes += size
         for lane in self._lanes.values():
             self._start(lane)
 
@@ -126,9 +134,10 @@ class SinkQueue:
     def _take(self, lane: _Lane) -> list[Evaluated]:
         with self._lock:
             waiting = lane.waiting
-            batch = [waiting.popleft() for _ in range(min(lane.sink.max_batch, len(waiting)))]
-            lane.inflight += len(batch)
-            return batch
+            taken = [waiting.popleft() for _ in range(min(lane.sink.max_batch, len(waiting)))]
+            lane.bytes -= sum(size for _, size in taken)
+            lane.inflight += len(taken)
+            return [item for item, _ in taken]
 
     async def _deliver(self, lane: _Lane, batch: list[Evaluated]) -> None:
         sink = lane.sink
@@ -141,6 +150,10 @@ class SinkQueue:
                 self._done(lane, "written", None, len(batch))
                 return
             except SinkError as error:
+                if not error.retryable and len(batch) > 1 and not self._closing:
+                    for one in batch:  # which one was refused: each on its own
+                        await self._deliver(lane, [one])
+                    return
                 give_up = (not error.retryable or self._closing
                            or time.monotonic() + delay > deadline)
                 if give_up or not error.expected:
@@ -244,7 +257,12 @@ class SinkQueue:
 
     def close(self, timeout_s: float) -> None:
         """Flush within ``timeout_s``, then stop: what is left, waiting or in a write that
-        is waiting out its backoff, is dropped and counted (``shutdown``)."""
+        is waiting out its backoff, is dropped and counted (``shutdown``). Once closed, a
+        second close (the SDK's shutdown after the exit) returns at once: the writes still in
+        flight had their time (said once), and the process does not wait for them again."""
+        with self._lock:
+            if self._closing:
+                return
         self.flush(timeout_s)
         with self._lock:
             self._closing = True
@@ -252,6 +270,7 @@ class SinkQueue:
                 if lane.waiting:
                     self._counted(lane.sink.name, "dropped", "shutdown", len(lane.waiting))
                     lane.waiting.clear()
+                    lane.bytes = 0
             self._lock.notify_all()
         self._wake(self._lanes.values())  # a write waiting to retry gives up now, counted
         deadline = time.monotonic() + CLOSE_WAIT_S
@@ -261,6 +280,14 @@ class SinkQueue:
                 if remaining <= 0:
                     break
                 self._lock.wait(min(remaining, 0.05))
+            late = {lane.sink.name: lane.inflight for lane in self._lanes.values()
+                    if lane.inflight}
+        if late and self._log_once is not None:
+            for name, count in late.items():
+                self._log_once(f"sink:{name}:late", f"otel-scorers: {count} result(s) for "
+                               f"{name} were still being written when the time to close ran "
+                               "out: not waited for (dropped, reason shutdown); check that the "
+                               "backend is up, or raise OTEL_SCORERS_EXIT_TIMEOUT_S")
 
     def _wake(self, lanes: Iterable[_Lane]) -> None:
         """End the backoff waits of ``lanes``, or the next one (from any thread)."""
@@ -283,3 +310,9 @@ class SinkQueue:
             for lane in self._lanes.values():
                 out[lane.sink.name]["waiting"] = len(lane.waiting)
         return out
+
+
+def _size(item: Evaluated) -> int:
+    """What ``item`` weighs waiting: its result's JSON size (the ids and names beside it are
+    a few hundred bytes)."""
+    return len(item.result.model_dump_json()) + 256

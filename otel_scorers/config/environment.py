@@ -186,7 +186,7 @@ def _invalid(data: Mapping[str, Any]) -> str:
         Settings.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        return str(first["msg"])
+        return str(first["msg"]).replace("Value error, ", "")  # pydantic's prefix, nested
     return ""
 
 

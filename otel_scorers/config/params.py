@@ -154,6 +154,8 @@ CORE_PARAMS: tuple[Param, ...] = (
     P("canary.window", None, "the last canary verdicts the live true rates are measured over"),
     P("sinks.queue_size", None, "results waiting per sink; past it they are dropped and "
       "counted (`queue_full`)"),
+    P("sinks.queue_bytes", None, "the most bytes of results (their JSON size) waiting per "
+      "sink; past it they are dropped and counted (`queue_full`)"),
     P("sinks.retry_s", None, "how long a failed write to a sink is retried, with backoff, "
       "before it is dropped and counted (`retries_exhausted`)"),
     P("evaluation_spans", "OTEL_SCORERS_EVALUATION_SPANS", "emit evaluation spans",

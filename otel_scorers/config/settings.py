@@ -208,6 +208,8 @@ class SinkSettings(StrictModel):
     """The queue in front of every result sink."""
 
     queue_size: int = Field(default=10_000, gt=0)
+    #: the JSON size of the results waiting per sink (large rubric results fill it first)
+    queue_bytes: int = Field(default=64 * 1024 * 1024, ge=65_536)
     retry_s: float = Field(default=120.0, gt=0)
 
 

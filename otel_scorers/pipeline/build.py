@@ -241,7 +241,8 @@ def sinks_from(settings: Settings, policy: ContentPolicy, *, count: Any = None,
             if row.enabled(settings.backend(row.name))]
     if not made:
         return None
-    return SinkQueue(made, max_items=settings.sinks.queue_size, retry_s=settings.sinks.retry_s,
+    return SinkQueue(made, max_items=settings.sinks.queue_size,
+                     max_bytes=settings.sinks.queue_bytes, retry_s=settings.sinks.retry_s,
                      count=count, log_once=log_once)
 
 

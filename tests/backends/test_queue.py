@@ -75,6 +75,49 @@ def test_past_its_bound_a_result_is_dropped_and_counted() -> None:
     queue.close(1)
 
 
+def test_the_queue_is_bounded_by_bytes_too() -> None:
+    """Large results fill the bound long before the count does (issue 35.8)."""
+    async def make_gate() -> asyncio.Event:
+        return asyncio.Event()
+    gate = submit(make_gate()).result(10)
+    sink = Recording(gate=gate)
+    queue = SinkQueue([sink], max_items=10_000, max_bytes=1_000_000)
+
+    def large(index: int) -> Evaluated:
+        return Evaluated("0" * 32, f"{index:016x}", ScoreResult(
+            run_id="r", scorer="rubric", score=0.0, label="fail", reason="x" * 100_000))
+
+    offer(queue, *(large(i) for i in range(30)))
+    totals = queue.totals()["recording"]
+    assert totals["dropped:queue_full"] >= 19, totals  # about 9 fit in a megabyte (+1 taken)
+    submit(_set(gate)).result(10)
+    assert queue.flush(10)
+    totals = queue.totals()["recording"]
+    assert totals["written"] + totals["dropped"] == 30 and totals["written"] <= 11
+    offer(queue, *(large(i) for i in range(5)))  # drained: room again
+    assert queue.flush(10) and queue.totals()["recording"]["written"] == totals["written"] + 5
+    queue.close(1)
+
+
+def test_a_refused_batch_is_written_item_by_item() -> None:
+    """One result the backend refuses never takes the others of its batch (issue 35.8)."""
+
+    class Picky(Recording):
+        async def write(self, batch: Sequence[Evaluated]) -> None:
+            if any(one.span_id == f"{4:016x}" for one in batch):
+                raise SinkError("bad item", retryable=False, reason="http_422")
+            await super().write(batch)
+
+    sink = Picky()
+    queue = SinkQueue([sink])
+    offer(queue, *(item(i) for i in range(7)))
+    assert queue.flush(10)
+    assert queue.totals()["recording"] == {"written": 6, "dropped": 1, "dropped:http_422": 1,
+                                           "waiting": 0}
+    assert sorted(s for b in sink.batches for s in b) == [f"{i:016x}" for i in range(7) if i != 4]
+    queue.close(1)
+
+
 def eventually(check: Any, timeout_s: float = 30) -> None:
     deadline = time.monotonic() + timeout_s
     while not check():
@@ -165,6 +208,33 @@ def test_a_phoenix_endpoint_must_be_http(endpoint: str) -> None:
 
     with pytest.raises(ConfigError):
         PhoenixSink(endpoint)
+
+
+@pytest.mark.parametrize(("variable", "value"), [
+    ("OTEL_SCORERS_MLFLOW_TRACKING_URI", "databricks"),
+    ("OTEL_SCORERS_PHOENIX_ENDPOINT", "localhost:6006"),
+    ("OTEL_SCORERS_MLFLOW_TRACKING_URI", "ftp://bob:s3cret@host/x")])
+def test_a_bad_backend_url_is_refused_where_settings_are_read(
+        variable: str, value: str, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """check-config refuses it (exit 2, the variable named, no password) as ``install()``
+    does: scoring off and said, never an exception into the application (issue 35.10)."""
+    from click.testing import CliRunner
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from otel_scorers import install
+    from otel_scorers.cli import main
+
+    monkeypatch.setenv(variable, value)
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_MODEL", "openai/x")
+    result = CliRunner().invoke(main, ["check-config"])
+    assert result.exit_code == 2, result.output
+    assert variable in result.output and "must be an http(s) URL" in result.output
+    assert "s3cret" not in result.output
+    provider = TracerProvider()
+    install(tracer_provider=provider)
+    assert "scoring is disabled" in caplog.text and "s3cret" not in caplog.text
+    provider.shutdown()
 
 
 def test_the_key_is_never_in_the_sinks_repr() -> None:

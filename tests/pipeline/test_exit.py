@@ -91,3 +91,31 @@ def test_a_hung_judge_delays_exit_by_exit_timeout_only(
             and "had not answered" in out.stderr)
     names = [json.loads(line)["name"] for line in spans.read_text().splitlines()]
     assert names == ["invoke_agent greeter"]  # the application's span still got out
+
+
+def test_a_hung_result_backend_delays_exit_by_exit_timeout_only(
+        tmp_path: Path, judge_server: ScriptedJudgeServer) -> None:
+    """An MLflow that takes the connection and never answers (issue 35.10): the results
+    waiting for it get ``exit_timeout_s`` at exit, and the shutdown after it does not wait for
+    them again (it used to: up to the request timeout, after the exit timeout)."""
+    import socket
+
+    judge_server.responder = judge_responder()
+    hung = socket.create_server(("127.0.0.1", 0))  # listens, never accepts: never answers
+    hung.listen(64)
+    env = {**os.environ, "OTEL_SCORERS_MLFLOW_TRACKING_URI":
+           f"http://127.0.0.1:{hung.getsockname()[1]}", "OTEL_SCORERS_MLFLOW_EXPERIMENT": "1"}
+    try:
+        app = subprocess.Popen([sys.executable, str(HERE / "exit_app.py"), judge_server.url,
+                                str(tmp_path / "spans.jsonl"), "1"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env)
+        assert app.stdout is not None
+        line = app.stdout.readline()  # the app's main is done: exit starts now
+        ended = time.monotonic()
+        _, stderr = app.communicate(timeout=120)
+        took = time.monotonic() - ended
+    finally:
+        hung.close()
+    assert "exiting without force_flush" in line and app.returncode == 0, stderr
+    assert took < 8, (took, stderr)  # 1 s at exit (+ the loop's close), not 1 s + 10 s
+    assert "1 result(s) for mlflow were still being written" in stderr, stderr
