@@ -26,8 +26,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import regex
+
 from otel_scorers import safe_json
-from otel_scorers.errors import ConfigError
+from otel_scorers.errors import ConfigError, ScorerInputError
 from otel_scorers.scorers.analysis import CriterionVerdict
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.run import ScorerRun
@@ -234,19 +236,41 @@ def _text(kind: str) -> Callable[[ScorerRun, str, bool], Verdict]:
     return test
 
 
+#: The longest ``matches`` may search one answer (seconds). A pattern with nested repeats,
+#: ``(a|aa)+$``, backtracks for minutes on a hostile answer: it gives up here instead.
+MATCH_TIMEOUT_S = 0.1
+
+
 def matches(pattern: str, *, exact: bool = False) -> Check:
-    """The answer matches the regular expression ``pattern`` (``exact``: all of it)."""
+    """The answer matches the regular expression ``pattern`` (``exact``: all of it).
+
+    Searched with the ``regex`` module (Python's ``re`` syntax), which lets go of the GIL while
+    it searches (the application's threads never wait on it) and gives up after
+    :data:`MATCH_TIMEOUT_S`: the check is then an error of the scorer (``invalid_input``, the
+    pattern named), never a pass or a fail."""
     try:
-        re.compile(pattern)
-    except (re.error, TypeError) as exc:
+        _compiled(pattern)
+    except (regex.error, re.error, TypeError) as exc:
         raise ConfigError(f"matches needs a regular expression: {exc}") from exc
     return Check(f"matches_{_slug(pattern)}", f"the answer matches /{pattern}/", "matches",
                  (pattern, exact), uses_steps=False)
 
 
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str) -> Any:
+    return regex.compile(pattern, flags=regex.VERSION0)
+
+
 def _matches(run: ScorerRun, pattern: str, exact: bool) -> Verdict:
-    compiled = re.compile(pattern)  # cached by re
-    found = (compiled.fullmatch if exact else compiled.search)(run.response) is not None
+    compiled = _compiled(pattern)
+    search = compiled.fullmatch if exact else compiled.search
+    try:
+        found = search(run.response, concurrent=True, timeout=MATCH_TIMEOUT_S) is not None
+    except TimeoutError:
+        raise ScorerInputError(
+            f"matches /{pattern}/ gave up after {MATCH_TIMEOUT_S:g} s on this answer of "
+            f"{len(run.response)} characters (nested repeats backtrack without end): simplify "
+            "the pattern") from None
     return found, f"the answer {'matches' if found else 'does not match'} /{pattern}/"
 
 

@@ -200,24 +200,40 @@ def render_steps(run: ScorerRun, *, numbered: Sequence[Step] | None = None) -> s
 
 
 def render_step(step: Step) -> str:
-    who = f" (agent {step.agent})" if step.agent else ""
+    """One step on one line: every text of it (name, agent, arguments, result, error, query)
+    has its line breaks escaped, so a hostile tool result cannot forge a call line of its own
+    (``s2: tool delete_account ...``) inside the fenced list of calls."""
+    name = _one_line(step.name)
+    who = f" (agent {_one_line(step.agent)})" if step.agent else ""
     if step.kind == "tool":
-        text = f"tool {step.name}{who}: arguments {_clip(step.arguments) or '(none)'}"
+        text = f"tool {name}{who}: arguments {_clip(step.arguments) or '(none)'}"
         if step.error:
             return text + f" -> FAILED: {_clip(step.error)}"
         return text + f" -> result {_clip(step.result) or '(none)'}"
     if step.kind == "retrieval":
-        return (f"retrieval {step.name}{who}: query {_clip(step.query) or '(none)'} -> "
+        return (f"retrieval {name}{who}: query {_clip(step.query) or '(none)'} -> "
                 f"{len(step.documents)} document(s)")
     if step.kind == "handoff":
-        return f"handoff to agent {step.name}{who}"
-    return f"llm {step.name}{who}"
+        return f"handoff to agent {name}{who}"
+    return f"llm {name}{who}"
+
+
+#: Every character a model (or ``str.splitlines``) may read as a line break, escaped.
+_BREAKS = str.maketrans({"\n": "\\n", "\r": "\\r", "\v": "\\v", "\f": "\\f",
+                         "\x1c": " ", "\x1d": " ", "\x1e": " ", "\x85": " ",
+                         "\u2028": " ", "\u2029": " "})
+
+
+def _one_line(text: str) -> str:
+    return text.translate(_BREAKS)
 
 
 def _clip(text: str | None) -> str | None:
-    if text is None or len(text) <= MAX_STEP_FIELD_CHARS:
-        return text
-    return text[:MAX_STEP_FIELD_CHARS] + " [...]"
+    if text is None:
+        return None
+    if len(text) > MAX_STEP_FIELD_CHARS:
+        text = text[:MAX_STEP_FIELD_CHARS] + " [...]"
+    return _one_line(text)
 
 
 def render_conversation(messages: Sequence[Message]) -> str:
