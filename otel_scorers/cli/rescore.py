@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,10 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
     from otel_scorers.otlp import OTLPDecodeError, Telemetry
     from otel_scorers.rescore import OutputError, Rescorer, done_pairs
 
+    if output is not None and Path(output).exists() and any(
+            os.path.samefile(output, name) for name in files):
+        raise UsageProblem(f"--output {output} is one of the input files: it would be "
+                           "overwritten (or read as results); name another file")
     console = Console(stderr=True)
     telemetry = Telemetry(otlp_endpoint, service_name="otel-scorers-rescore") if (
         emit and not dry_run) else None

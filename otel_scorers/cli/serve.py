@@ -15,6 +15,7 @@ __all__ = ["serve"]
 
 @click.command()
 @click.option("--upstream", envvar="OTEL_SCORERS_UPSTREAM", required=True,
+              callback=lambda _ctx, _param, value: _upstream(value),
               help="Base URL of the OTLP/HTTP receiver traces are forwarded to (a Collector: "
                    "http://collector:4318). [env OTEL_SCORERS_UPSTREAM]")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
@@ -117,6 +118,27 @@ def serve(upstream: str, host: str, port: int, grpc_port: int, config_file: str 
     # on SIGTERM, requests in flight get at most --forward-timeout more (not aiohttp's 60 s)
     web.run_app(app, host=host, port=port, print=None, handle_signals=True, ssl_context=tls,
                 shutdown_timeout=forward_timeout)
+
+
+def _upstream(url: str) -> str:
+    """``url`` when it is an http(s) URL with a host (and a valid port); else a usage error
+    (exit 2) naming it without its credentials, before anything listens."""
+    from urllib.parse import urlsplit
+
+    from otel_scorers.http import shown_url
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (parsing the port is the check)
+        good = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        good = False
+    if not good:
+        shown = shown_url(url) if "://" in url else url if "@" not in url else "the value"
+        raise click.BadParameter(f"{shown} is "
+                                 "not an http(s) URL with a host (e.g. http://collector:4318)",
+                                 param_hint="'--upstream'")
+    return url
 
 
 def _rebuild(config_file: str, telemetry: Any, shutdown_timeout: float) -> Any:

@@ -88,11 +88,24 @@ def server_tls(cert: str | None, key: str | None) -> ssl.SSLContext | None:
         raise ValueError("TLS needs both --tls-cert and --tls-key")
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        context.load_cert_chain(cert, key)
+    try:  # never OpenSSL's passphrase prompt: a service has no terminal to answer it
+        context.load_cert_chain(cert, key, password=_no_passphrase)
+    except _Encrypted:
+        raise ValueError(f"the TLS key {key} is encrypted (it asks for a passphrase, and the "
+                         "gRPC listener cannot take one): give the gateway an unencrypted key "
+                         "file readable only by it, e.g. `openssl pkey -in KEY -out "
+                         "gateway-key.pem` then `chmod 600 gateway-key.pem`") from None
     except (OSError, ssl.SSLError) as exc:
         raise ValueError(f"cannot load the TLS certificate and key: {exc}") from exc
     return context
+
+
+class _Encrypted(Exception):
+    """The key asked for a passphrase."""
+
+
+def _no_passphrase() -> str:
+    raise _Encrypted
 
 
 def safe_url(url: str) -> str:

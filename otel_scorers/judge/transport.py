@@ -16,6 +16,7 @@ client never asks which one it holds (httpx's ``AsyncBaseTransport`` is the mode
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -48,6 +49,20 @@ class ChatResponse:
     completion_tokens: int = 0
     cost_usd: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """The provider's figures are not trusted: a token count that is negative (or not a
+        whole number) is none (0, then estimated from the prompt), and a price that is
+        negative or not finite is no price (unpriced), so no hostile or broken usage block
+        can refill a budget or show a negative spend."""
+        for name in ("prompt_tokens", "completion_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                object.__setattr__(self, name, 0)
+        cost = self.cost_usd
+        if cost is not None and (isinstance(cost, bool) or not isinstance(cost, int | float)
+                                 or not math.isfinite(cost) or cost < 0):
+            object.__setattr__(self, "cost_usd", None)
 
 
 class Transport(Protocol):

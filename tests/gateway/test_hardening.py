@@ -354,6 +354,42 @@ def _self_signed(tmp_path: Path) -> tuple[Path, Path, bytes]:
     return cert_path, key_path, cert_pem
 
 
+@pytest.mark.parametrize("upstream", ["ftp://x", "http://[::1", "collector:4318",
+                                      "http://bob:s3cret@:80", "http://h:99999"])
+def test_an_upstream_that_is_not_an_http_url_is_a_usage_error(upstream: str) -> None:
+    """Refused before anything listens (it used to start and fail each export, forever)."""
+    from click.testing import CliRunner
+
+    from otel_scorers.cli import main
+
+    result = CliRunner().invoke(main, ["serve", "--upstream", upstream, "--port",
+                                       str(free_port()), "--grpc-port", "0"])
+    assert result.exit_code == 2, result.output
+    assert "not an http(s) URL with a host" in result.output
+    assert "s3cret" not in result.output and "Traceback" not in result.output
+
+
+def test_an_encrypted_tls_key_is_refused_never_prompted(tmp_path: Path) -> None:
+    """A passphrase-protected key: one line with the fix and exit 2, never OpenSSL's prompt on
+    the terminal (a service under systemd would hang there, silent)."""
+    from cryptography.hazmat.primitives import serialization
+
+    cert, key, _ = _self_signed(tmp_path)
+    loaded = serialization.load_pem_private_key(key.read_bytes(), password=None)
+    key.write_bytes(loaded.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"s3cret-passphrase")))
+    # a terminal that would answer the prompt: the key must still be refused, not read
+    out = subprocess.run(
+        [sys.executable, "-m", "otel_scorers", "serve", "--upstream", "http://127.0.0.1:9",
+         "--port", str(free_port()), "--grpc-port", "0", "--tls-cert", str(cert),
+         "--tls-key", str(key)], input="s3cret-passphrase\n", capture_output=True, text=True,
+        timeout=120, check=False)
+    assert out.returncode == 2, out.stderr
+    assert "is encrypted" in out.stderr and "openssl pkey" in out.stderr
+    assert "Traceback" not in out.stderr and "Enter PEM pass phrase" not in out.stderr
+
+
 def test_tls_on_both_listeners(judge_server: ScriptedJudgeServer, tmp_path: Path) -> None:
     import ssl
     import urllib.request

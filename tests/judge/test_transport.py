@@ -91,6 +91,30 @@ def test_same_judgement_usage_and_price_as_litellm(judge_server: ScriptedJudgeSe
         assert first[key] == second[key], key
 
 
+@pytest.mark.parametrize("transport", ["auto", "litellm"])
+def test_negative_usage_from_the_provider_is_never_taken(
+        judge_server: ScriptedJudgeServer, transport: str) -> None:
+    """A usage block with negative token counts (issue 35, still open from round 2): no
+    negative tokens or spend through either transport, so no budget is refilled by it."""
+    judge_server.script(Answer(content=json.dumps(rubric_answer([True])),
+                               prompt_tokens=-50_000, completion_tokens=-7))
+    judge = JudgeClient("openai/gpt-4o-mini", api_base=judge_server.url, api_key="k",
+                        transport=transport, structured_output="json_object")
+    result = RubricScorer(judge, "- greets the user").run(RUN)
+    assert result.score == 1.0 and result.judge is not None
+    assert result.judge.estimated  # as for no usage: estimated from the prompt and answer
+    assert result.judge.prompt_tokens > 0 and result.judge.completion_tokens >= 0
+    assert result.judge.cost_usd is None or result.judge.cost_usd >= 0
+
+
+def test_a_response_never_holds_negative_or_broken_figures() -> None:
+    odd = ChatResponse(content="x", prompt_tokens=-1, completion_tokens=True,  # type: ignore[arg-type]
+                       cost_usd=float("nan"))
+    assert (odd.prompt_tokens, odd.completion_tokens, odd.cost_usd) == (0, 0, None)
+    assert ChatResponse(content="x", cost_usd=-0.5).cost_usd is None
+    assert ChatResponse(content="x", prompt_tokens=3, cost_usd=0.25).cost_usd == 0.25
+
+
 def test_unpriced_model_has_no_cost(judge_server: ScriptedJudgeServer) -> None:
     judge_server.script(rubric_answer([True]))
     result = RubricScorer("openai/my-own-model", "- greets", api_base=judge_server.url).run(RUN)

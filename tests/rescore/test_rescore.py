@@ -189,6 +189,22 @@ def test_resume_skips_what_is_done_and_retries_errors(
     assert sum(lines.values()) == 24 + 2  # no successful pair written twice
 
 
+def test_an_output_naming_an_input_file_is_refused_and_the_input_kept(
+        tmp_path: Path, live: dict[str, Any]) -> None:
+    """``-o`` naming an input file (through another path to it too): exit 2, one line, the
+    input untouched (it was truncated with --restart, or read as results)."""
+    json_path, _ = _write_files(tmp_path, live["app"])
+    before = json_path.read_bytes()
+    other = tmp_path / "sub"
+    other.mkdir()
+    for output in (str(json_path), str(other / ".." / json_path.name)):
+        result = CliRunner().invoke(main, ["rescore", str(json_path), "--config",
+                                           str(live["config"]), "-o", output, "--restart"])
+        assert result.exit_code == 2, result.output
+        assert "is one of the input files" in result.output
+    assert json_path.read_bytes() == before
+
+
 def test_unreadable_input_is_a_clear_error(tmp_path: Path, live: dict[str, Any]) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}\n')
