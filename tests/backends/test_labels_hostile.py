@@ -2,7 +2,8 @@
 127.0.0.1: a cursor that never ends stops at the page bound, one unreadable trace (spans that do
 not parse, JSON nested past the recursion limit, an error answer) is one note and the other
 traces' labels are still cases, two reviewers on one run are two cases, and an unreachable
-backend is one line, never a traceback."""
+backend is one line, never a traceback. And a large answer (a trace with many assessments) is
+read whole when a result is written (issue 35.8)."""
 
 from __future__ import annotations
 
@@ -199,3 +200,39 @@ def test_an_unreachable_backend_is_one_line() -> None:
     with pytest.raises(ConfigError, match=r"MLflow at http://127\.0\.0\.1:\d+ unreachable"):
         reviewed_cases("mlflow", MLflowSettings(
             tracking_uri=f"http://127.0.0.1:{free_port()}", experiment="1"), 10)
+
+
+def test_an_mlflow_answer_past_64_kb_is_read_whole_and_the_result_written(
+        scripted: tuple[str, list[Route], list[str]]) -> None:
+    """A trace with many assessments answers hundreds of KB (issue 35.8: it used to be cut at
+    64 KB, fail to decode, and the result was dropped)."""
+    from otel_scorers.backends import Evaluated, MLflowSink, SinkQueue
+    from otel_scorers.background_loop import submit
+    from otel_scorers.scorers.result import ScoreResult
+
+    base, routes, _ = scripted
+    trace = "d" * 32
+    others = [{"assessment_id": f"a-{i}", "assessment_name": f"human-{i}",
+               "source": {"source_type": "HUMAN", "source_id": "x"},
+               "rationale": "y" * 1_000} for i in range(300)]
+    posted: list[Any] = []
+
+    def route(path: str, query: dict[str, list[str]], body: Any) -> tuple[int, bytes] | None:
+        if path == f"/api/3.0/mlflow/traces/tr-{trace}":
+            return ok({"trace": {"trace_info": {"assessments": others}}})
+        if path == f"/api/3.0/mlflow/traces/tr-{trace}/assessments":
+            posted.append(body)
+            return ok({"assessment": {"assessment_id": "new"}})
+        return None
+
+    routes.append(route)
+    queue = SinkQueue([MLflowSink(base, experiment="1")], retry_s=1)
+
+    async def offer() -> None:
+        queue.offer(Evaluated(trace, "5" * 16, ScoreResult(run_id="r", scorer="rubric",
+                                                           score=1.0, label="pass")))
+    submit(offer()).result(10)
+    assert queue.flush(20)
+    assert queue.totals()["mlflow"] == {"written": 1, "waiting": 0}
+    assert len(posted) == 1 and posted[0]["assessment"]["assessment_name"] == "rubric"
+    queue.close(1)
