@@ -56,13 +56,15 @@ $(VENV)/.installed-local: pyproject.toml tools/llama-wheel.sh | $(PY)
 demo: $(VENV)/.installed-local
 	$(BIN)/otel-scorers demo
 
-# Prometheus and promtool (Debian's package) for the dashboard and alerting tests.
+# Prometheus, promtool, Alertmanager and amtool (Debian's packages) for the dashboard and
+# alerting tests.
 prometheus:
-	@command -v prometheus >/dev/null && command -v promtool >/dev/null || { \
-	  echo ">>> Installing Prometheus and promtool (apt-get install prometheus) for the alerting tests"; \
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null && \
+	  command -v prometheus-alertmanager >/dev/null && command -v amtool >/dev/null || { \
+	  echo ">>> Installing Prometheus, promtool and Alertmanager (apt-get install prometheus prometheus-alertmanager) for the alerting tests"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager >/dev/null; }
 
 $(PHOENIX_VENV)/.installed: Makefile
 	$(PYTHON) -m venv $(PHOENIX_VENV)

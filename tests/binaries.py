@@ -131,26 +131,47 @@ def gateway(scorers_config: Path, upstream: str, work: Path, *, name: str,
 
 @contextmanager
 def prometheus(work: Path, targets: dict[str, str], *, honor_labels: bool,
-               rules: Path | None = None) -> Iterator[str]:
+               rules: Path | None = None, alertmanager: str | None = None,
+               flags: tuple[str, ...] = ()) -> Iterator[str]:
     """Prometheus scraping ``targets`` (job -> host:port) every second with the shipped rules
-    (or ``rules``); yields its base URL."""
+    (or ``rules``), sending its alerts to ``alertmanager`` (host:port) when given; yields its
+    base URL."""
     path = shutil.which("prometheus")
     if path is None:
         pytest.fail("prometheus is missing: `make test` installs it (apt-get install prometheus)")
     port = free_port()
     config = work / "prometheus.yml"
-    config.write_text(json.dumps({
+    settings: dict[str, Any] = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(rules or CONFIG / "prometheus" / "otel-scorers.rules.yml")],
         "scrape_configs": [{"job_name": job, "honor_labels": honor_labels,
                             "static_configs": [{"targets": [target]}]}
-                           for job, target in targets.items()],
-    }))
+                           for job, target in targets.items()]}
+    if alertmanager is not None:
+        settings["alerting"] = {"alertmanagers": [{"static_configs": [
+            {"targets": [alertmanager]}]}]}
+    config.write_text(json.dumps(settings))
     with started([path, f"--config.file={config}", f"--storage.tsdb.path={work / 'prom-data'}",
-                  f"--web.listen-address=127.0.0.1:{port}"],
+                  f"--web.listen-address=127.0.0.1:{port}", *flags],
                  log=work / "prometheus.log", env={},
                  health=f"http://127.0.0.1:{port}/-/ready", addresses={}):
         yield f"http://127.0.0.1:{port}"
+
+
+@contextmanager
+def alertmanager(work: Path, config: Path) -> Iterator[str]:
+    """Alertmanager (Debian's package, installed by ``make test``) with ``config``, clustering
+    off; yields its host:port."""
+    path = shutil.which("prometheus-alertmanager")
+    if path is None:
+        pytest.fail("prometheus-alertmanager is missing: `make test` installs it (apt-get "
+                    "install prometheus-alertmanager)")
+    port = free_port()
+    with started([path, f"--config.file={config}", f"--storage.path={work / 'am-data'}",
+                  f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
+                 log=work / "alertmanager.log", env={},
+                 health=f"http://127.0.0.1:{port}/-/ready", addresses={}):
+        yield f"127.0.0.1:{port}"
 
 
 def get_json(url: str, **params: Any) -> Any:

@@ -88,6 +88,11 @@ def test_compose_images_are_the_versions_tested() -> None:
     assert module is not None and module.group(1) == "v1.76.0"
     # Jaeger tags each release twice: module v1.76.0 is Jaeger v2.13.0
     assert compose["jaeger"]["image"] == "jaegertracing/jaeger:2.13.0"
+    version = subprocess.run(["prometheus-alertmanager", "--version"], capture_output=True,
+                             text=True, timeout=30, check=False)
+    tested = re.search(r"version (\d+\.\d+\.\d+)", version.stdout + version.stderr)
+    assert tested is not None
+    assert compose["alertmanager"]["image"] == f"prom/alertmanager:v{tested.group(1)}"
     version = subprocess.run(["prometheus", "--version"], capture_output=True, text=True,
                              timeout=30, check=False).stdout + ""
     tested = re.search(r"version (\d+\.\d+\.\d+)", version)

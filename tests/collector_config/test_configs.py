@@ -142,7 +142,7 @@ def test_the_local_prometheus_config_differs_only_in_its_targets() -> None:
     compose = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text())
     local = yaml.safe_load((PROMETHEUS / "prometheus-local.yml").read_text())
     for config in (compose, local):
-        for job in config["scrape_configs"]:
+        for job in config["scrape_configs"] + config["alerting"]["alertmanagers"]:
             job.pop("static_configs")
     assert compose == local
 
@@ -150,7 +150,7 @@ def test_the_local_prometheus_config_differs_only_in_its_targets() -> None:
 def test_docker_compose_uses_the_shipped_files_on_loopback() -> None:
     compose = yaml.safe_load((CONFIG / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert {"otel-collector", "jaeger", "prometheus", "grafana"} <= set(services)
+    assert {"otel-collector", "jaeger", "prometheus", "grafana", "alertmanager"} <= set(services)
     for service in services.values():
         for port in service.get("ports", []):
             assert str(port).startswith("127.0.0.1:"), port

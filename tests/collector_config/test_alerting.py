@@ -1,0 +1,269 @@
+"""From an alert to its failing runs, on real parts (issue 37.1): an application scoring its runs
+live sends OTLP to the real Collector (traces to the real Jaeger, metrics to its Prometheus
+exporter); real Prometheus scrapes it with the shipped rules (windows shortened for a test of a
+minute or two: 1 h -> 20 s, 24 h -> 10 min, ``for`` -> 0 s) and sends its alerts to the real
+Alertmanager with the shipped configuration (its webhook pointed at this test). The answers get
+worse mid-run: the rubric pass rate drop fires, the webhook receives it once, grouped, with its
+labels, its runbook link and its failing-runs link; that link, opened on the real Jaeger, returns
+exactly the failing runs. The shipped routing and inhibition, on the real Alertmanager with
+alerts posted to it: a criterion spike is held back while its agent's pass rate drop fires."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+
+from otel_scorers import RubricScorer
+from otel_scorers.judge.client import JudgeClient
+from otel_scorers.pipeline import ScoringSpanProcessor
+from otel_scorers.testing import RecordedRequest, ScriptedJudgeServer, judge_responder
+from tests.binaries import (
+    CONFIG,
+    alertmanager,
+    collector,
+    eventually,
+    get_json,
+    jaeger,
+    prometheus,
+    tags,
+)
+from tests.support import free_port, genai_attributes
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+
+SERVICE, AGENT = "support-app", "support-bot"
+RUNBOOK = "https://docs.example.com/otel-scorers/runbook.md"
+
+
+def short_rules(work: Path, jaeger_ui: str) -> Path:
+    """The shipped rules with windows a test can wait for, and the two link settings set as a
+    user sets them."""
+    text = (CONFIG / "prometheus" / "otel-scorers.rules.yml").read_text()
+    for long, short in (("[1h]", "[20s]"), ("[24h]", "[10m]"), ("for: 15m", "for: 0s"),
+                        ('jaeger: "http://localhost:16686"', f'jaeger: "{jaeger_ui}"'),
+                        ('runbook: "http://localhost:8080/docs/runbook.md"',
+                         f'runbook: "{RUNBOOK}"')):
+        assert long in text, long
+        text = text.replace(long, short)
+    path = work / "rules.yml"
+    path.write_text(text)
+    return path
+
+
+def short_alertmanager(work: Path, webhook: str) -> Path:
+    """The shipped Alertmanager configuration, its receivers pointed at ``webhook`` and its
+    group timers shortened (the routing, grouping and inhibition as shipped)."""
+    config = yaml.safe_load((CONFIG / "alertmanager" / "alertmanager.yml").read_text())
+    config["route"].update(group_wait="2s", group_interval="2s", repeat_interval="1h")
+    for receiver in config["receivers"]:
+        for hook in receiver.get("webhook_configs", []):
+            hook["url"] = webhook
+    path = work / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+class Webhook:
+    """An Alertmanager webhook receiver: every notification's JSON body."""
+
+    def __init__(self) -> None:
+        received: list[dict[str, Any]] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                received.append(json.loads(self.rfile.read(length)))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.received = received
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alerts"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def webhook() -> Iterator[Webhook]:
+    hook = Webhook()
+    yield hook
+    hook.close()
+
+
+class App:
+    """An application scoring each agent run live, exporting over OTLP/HTTP to ``endpoint``;
+    ``good`` decides whether its answers greet the user (the rubric)."""
+
+    def __init__(self, endpoint: str, judge: ScriptedJudgeServer) -> None:
+        resource = Resource.create({"service.name": SERVICE})
+        self.tracer_provider = TracerProvider(resource=resource)
+        self.meter_provider = MeterProvider(resource=resource, metric_readers=[
+            PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=f"{endpoint}/v1/metrics"),
+                                          export_interval_millis=500)])
+        client = JudgeClient(judge.model, api_base=judge.url, api_key="k")
+        self.processor = ScoringSpanProcessor(
+            [RubricScorer(client, "- greets the user")], tracer_provider=self.tracer_provider,
+            meter_provider=self.meter_provider, events=False,
+            exporter=OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces"))
+        self.tracer_provider.add_span_processor(self.processor)
+        self.good = True
+        self.failing: list[str] = []  # trace ids of the runs answered badly
+        self.runs = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        tracer = self.tracer_provider.get_tracer("app")
+        while not self._stop.is_set():
+            good = self.good
+            with tracer.start_as_current_span(f"invoke_agent {AGENT}", attributes=genai_attributes(
+                    prompt=f"question {self.runs}", answer="Hello! Here it is." if good
+                    else "No.", agent=AGENT)) as span:
+                if not good:
+                    self.failing.append(f"{span.get_span_context().trace_id:032x}")
+            self.runs += 1
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        assert self.processor.force_flush(60_000)
+        self.tracer_provider.shutdown()
+        self.meter_provider.shutdown()
+
+
+def firing(base: str, name: str) -> list[dict[str, Any]]:
+    return [a for a in get_json(f"{base}/api/v1/alerts")["data"]["alerts"]
+            if a["labels"]["alertname"] == name and a["state"] == "firing"]
+
+
+def test_an_alert_reaches_the_webhook_with_links_that_open_the_failing_runs(
+        tmp_path: Path, webhook: Webhook) -> None:
+    good, bad = judge_responder(satisfied=True), judge_responder(satisfied=False)
+
+    def greets(request: RecordedRequest) -> Any:
+        return good(request) if "Hello! Here it is." in request.text else bad(request)
+
+    with ScriptedJudgeServer(greets) as judge, jaeger(tmp_path) as store, collector(
+            "otelcol.yaml", tmp_path, JAEGER_OTLP_ENDPOINT=store.addresses["otlp_grpc"]) as main, \
+            alertmanager(tmp_path, short_alertmanager(tmp_path, webhook.url)) as manager, \
+            prometheus(tmp_path, {"otel-collector": main.addresses["prometheus"]},
+                       honor_labels=True, alertmanager=manager,
+                       rules=short_rules(tmp_path, store.addresses["query"])) as base:
+        app = App(main.addresses["http"], judge)
+        try:
+            eventually(lambda: get_json(f"{base}/api/v1/query", query=(
+                "otel_scorers:rubric_evaluations:increase1h >= 20"))["data"]["result"],
+                       timeout_s=120, what="a baseline of passing runs")
+            assert firing(base, "OtelScorersRubricPassRateDrop") == []  # all pass: quiet
+            app.good = False  # the answers get worse
+            eventually(lambda: firing(base, "OtelScorersRubricPassRateDrop"), timeout_s=120,
+                       what="OtelScorersRubricPassRateDrop firing")
+            eventually(lambda: webhook.received, timeout_s=60, what="the notification")
+            time.sleep(6)  # three more group intervals: still one notification
+        finally:
+            app.stop()
+        notifications = [n for n in webhook.received if n["status"] == "firing"]
+        assert len(notifications) == 1, notifications
+        note = notifications[0]
+        assert note["receiver"] == "quality-pager"  # severity page, routed as shipped
+        assert note["groupLabels"] == {"alertname": "OtelScorersRubricPassRateDrop",
+                                       "job": SERVICE, "agent": AGENT}
+        (alert,) = note["alerts"]
+        assert alert["labels"]["severity"] == "page"
+        annotations = alert["annotations"]
+        assert annotations["runbook_url"] == f"{RUNBOOK}#otelscorersrubricpassratedrop"
+        link = annotations["failing_runs"]
+        assert link.startswith(f"{store.addresses['query']}/search?")
+        # the link is Jaeger's search page; its query API takes the same parameters
+        query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(link).query))
+        assert query["service"] == SERVICE and json.loads(query["tags"]) == {
+            "gen_ai.evaluation.name": "rubric", "gen_ai.evaluation.score.label": "fail",
+            "gen_ai.agent.name": AGENT}
+        wanted = min(len(app.failing), int(query["limit"]))
+
+        def failing_runs() -> list[dict[str, Any]] | None:
+            data: list[dict[str, Any]] = get_json(f"{store.addresses['query']}/api/traces",
+                                                  **query)["data"]
+            return data if len(data) >= wanted else None
+
+        found = eventually(failing_runs, timeout_s=60, what="the failing runs in Jaeger")
+        evaluations = [span for trace in found for span in trace["spans"]
+                       if span["operationName"] == "gen_ai.evaluation rubric"]
+        assert evaluations and all(tags(s)["gen_ai.evaluation.score.label"] == "fail"
+                                   for s in evaluations)
+        found_ids = {trace["traceID"].rjust(32, "0") for trace in found}
+        assert found_ids <= set(app.failing) and len(found_ids) == wanted  # those, all
+    assert re.search(r"otelscorersrubricpassratedrop", (
+        Path(__file__).resolve().parents[2] / "docs" / "runbook.md").read_text().lower())
+
+
+def post_alerts(manager: str, *alerts: dict[str, str]) -> None:
+    import urllib.request
+
+    body = json.dumps([{"labels": labels, "annotations": {"summary": labels["alertname"]}}
+                       for labels in alerts]).encode()
+    request = urllib.request.Request(f"http://{manager}/api/v2/alerts", data=body,
+                                     method="POST", headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        assert reply.status == 200
+
+
+def test_the_shipped_routing_pages_apart_and_inhibits_the_criterion_spike(
+        tmp_path: Path, webhook: Webhook) -> None:
+    drop = {"alertname": "OtelScorersRubricPassRateDrop", "severity": "page", "job": SERVICE,
+            "agent": AGENT}
+    spike = {"alertname": "OtelScorersCriterionFailureSpike", "severity": "warning",
+             "job": SERVICE, "agent": AGENT, "criterion": "greets_the_user"}
+    other = {**spike, "agent": "billing-bot"}  # another agent's spike: not explained
+    with alertmanager(tmp_path, short_alertmanager(tmp_path, webhook.url)) as manager:
+        post_alerts(manager, drop)
+        eventually(lambda: webhook.received, timeout_s=30, what="the page")
+        post_alerts(manager, drop, spike, other)
+        eventually(lambda: any(a["labels"]["agent"] == "billing-bot" for n in webhook.received
+                               for a in n["alerts"]), timeout_s=30, what="the other spike")
+        time.sleep(5)  # more group intervals: the inhibited spike stays held back
+        inhibited = get_json(f"http://{manager}/api/v2/alerts", inhibited="true",
+                             active="false", silenced="false")
+    delivered = [(n["receiver"], a["labels"]["alertname"], a["labels"]["agent"])
+                 for n in webhook.received for a in n["alerts"]]
+    assert ("quality-pager", "OtelScorersRubricPassRateDrop", AGENT) in delivered
+    assert ("quality-chat", "OtelScorersCriterionFailureSpike", "billing-bot") in delivered
+    assert ("quality-chat", "OtelScorersCriterionFailureSpike", AGENT) not in delivered
+    assert [(a["labels"]["alertname"], a["labels"]["agent"]) for a in inhibited] == [
+        ("OtelScorersCriterionFailureSpike", AGENT)]
+
+
+def test_amtool_validates_the_shipped_configuration() -> None:
+    import shutil
+    import subprocess
+
+    amtool = shutil.which("amtool")
+    assert amtool is not None, "`make test` installs prometheus-alertmanager (amtool with it)"
+    result = subprocess.run([amtool, "check-config",
+                             str(CONFIG / "alertmanager" / "alertmanager.yml")],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr
