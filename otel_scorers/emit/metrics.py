@@ -9,6 +9,12 @@ counted in ``otel_scorers.metric.overflow`` (by ``label``: ``criterion`` or ``ag
 caps multiply (100 agents x 100 criteria x verdicts), so each instrument also keeps at most
 :data:`MAX_SERIES` attribute sets: past that, a new set records with its agent and criterion
 as ``"_other"`` (``label="series"`` in the overflow counter), and the series stay bounded.
+
+Exemplars: the scores, pass verdicts and criterion verdicts of an evaluation are recorded in the
+context of the evaluated span, so the SDK's exemplar filter (trace-based, the default) keeps the
+trace id of the run behind a sample: a low-score bucket or a failure counter links to the traces
+that put it there (OTLP to a Collector whose Prometheus exporter writes OpenMetrics, Prometheus
+with exemplar storage on; the Python Prometheus exporter writes no exemplars).
 """
 
 from __future__ import annotations
@@ -19,7 +25,10 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation, get_meter
+from opentelemetry.trace import NonRecordingSpan, SpanContext
 
 from otel_scorers import names as n
 from otel_scorers.scorers.analysis import rendering
@@ -176,10 +185,14 @@ class ScorerMetrics:
     def evicted(self, judged: bool) -> None:
         self.sessions_evicted.add(1, {n.M_JUDGED: str(judged).lower()})
 
-    def result(self, result: ScoreResult, agent: str | None, *, turns: int | None = None
-               ) -> None:
+    def result(self, result: ScoreResult, agent: str | None, *, turns: int | None = None,
+               evaluated: SpanContext | None = None) -> None:
         """Record a completed evaluation (scored, cached or failed); ``turns``: a session
-        evaluation of that many turns (its score and verdict go to the session instruments)."""
+        evaluation of that many turns (its score and verdict go to the session instruments);
+        ``evaluated``: the evaluated span, the context its samples are recorded in (their
+        exemplars' trace id)."""
+        context: Context | None = None if evaluated is None else trace.set_span_in_context(
+            NonRecordingSpan(evaluated), Context())
         base: dict[str, Any] = {n.M_SCORER: result.scorer,
                                 n.M_AGENT: self._capped(self._agents, agent or "unknown",
                                                         self._max_agents, "agent")}
@@ -211,21 +224,24 @@ class ScorerMetrics:
         passed = "none" if result.passed is None else str(result.passed).lower()
         if turns is None:
             self.score.record(result.score / result.scale,
-                              self._bounded(n.METRIC_SCORE, labelled))
+                              self._bounded(n.METRIC_SCORE, labelled), context=context)
             truncated = bool(result.judge is not None and result.judge.truncated)
             self.evaluations.add(1, self._bounded(n.METRIC_EVALUATIONS, {
-                **labelled, n.M_PASSED: passed, n.M_TRUNCATED: str(truncated).lower()}))
+                **labelled, n.M_PASSED: passed, n.M_TRUNCATED: str(truncated).lower()}),
+                context=context)
         else:
             self.session_score.record(result.score / result.scale,
-                                      self._bounded(n.METRIC_SESSION_SCORE, labelled))
+                                      self._bounded(n.METRIC_SESSION_SCORE, labelled),
+                                      context=context)
             self.session_evaluations.add(1, self._bounded(n.METRIC_SESSION_EVALUATIONS, {
-                **labelled, n.M_PASSED: passed}))
+                **labelled, n.M_PASSED: passed}), context=context)
             self.session_turns.record(turns, self._bounded(n.METRIC_SESSION_TURNS, base))
         analysis = rendering(result.analysis)
         for ident, satisfied, required in analysis.verdict_rows(self._content_free):
             self.verdicts.add(1, self._bounded(n.METRIC_CRITERION_VERDICTS, {
                 **base, n.M_CRITERION: self._criterion(result.scorer, ident),
-                n.M_SATISFIED: str(satisfied).lower(), n.M_REQUIRED: str(required).lower()}))
+                n.M_SATISFIED: str(satisfied).lower(), n.M_REQUIRED: str(required).lower()}),
+                context=context)
         for side, dimension, score in analysis.dimension_rows(result.mode):
             self.dimensions.record(score, self._bounded(n.METRIC_DIMENSION_SCORE, {
                 **base, n.M_SIDE: side, n.M_DIMENSION: dimension}))

@@ -108,7 +108,7 @@ class Emission:
 
     def _send(self, slot: Slot, subject: Subject, captured: Captured, result: ScoreResult,
               start_ns: int, extra: Mapping[str, Any] | None, turns: int | None) -> None:
-        self.metrics.result(result, captured.agent, turns=turns)
+        self.metrics.result(result, captured.agent, turns=turns, evaluated=subject.context)
         self.emitter.emit(subject, result, agent=captured.agent, source=captured.source,
                           start_ns=start_ns, end_ns=time.time_ns(), extra=extra)
         if self.sinks is not None and result.score is not None:

@@ -172,7 +172,8 @@ def test_an_alert_reaches_the_webhook_with_links_that_open_the_failing_runs(
             alertmanager(tmp_path, short_alertmanager(tmp_path, webhook.url)) as manager, \
             prometheus(tmp_path, {"otel-collector": main.addresses["prometheus"]},
                        honor_labels=True, alertmanager=manager,
-                       rules=short_rules(tmp_path, store.addresses["query"])) as base:
+                       rules=short_rules(tmp_path, store.addresses["query"]),
+                       flags=("--enable-feature=exemplar-storage",)) as base:
         app = App(main.addresses["http"], judge)
         try:
             eventually(lambda: get_json(f"{base}/api/v1/query", query=(
@@ -186,6 +187,12 @@ def test_an_alert_reaches_the_webhook_with_links_that_open_the_failing_runs(
             time.sleep(6)  # three more group intervals: still one notification
         finally:
             app.stop()
+        exemplars = {series["seriesLabels"].get("le", series["seriesLabels"].get("passed")):
+                     {e["labels"]["trace_id"] for e in series["exemplars"]}
+                     for series in get_json(f"{base}/api/v1/query_exemplars", query=(
+                         'otel_scorers_evaluation_score_bucket{le=~"0.1|1.0"} or '
+                         'otel_scorers_evaluations_total'), start=time.time() - 600,
+                         end=time.time())["data"]}
         notifications = [n for n in webhook.received if n["status"] == "firing"]
         assert len(notifications) == 1, notifications
         note = notifications[0]
@@ -217,6 +224,16 @@ def test_an_alert_reaches_the_webhook_with_links_that_open_the_failing_runs(
                                    for s in evaluations)
         found_ids = {trace["traceID"].rjust(32, "0") for trace in found}
         assert found_ids <= set(app.failing) and len(found_ids) == wanted  # those, all
+        # exemplars (issue 37.2): the low-score bucket and the failure counter name failing
+        # runs only, and Jaeger has each of them with its failing evaluation
+        low, failed = exemplars.get("0.1", set()), exemplars.get("false", set())
+        assert low and failed, exemplars
+        assert low | failed <= set(app.failing), (low | failed) - set(app.failing)
+        assert exemplars.get("true", set()).isdisjoint(app.failing)  # passing ones: passing runs
+        for trace_id in sorted(low)[:3]:
+            (trace,) = get_json(f"{store.addresses['query']}/api/traces/{trace_id}")["data"]
+            assert any(s["operationName"] == "gen_ai.evaluation rubric" and tags(s)[
+                "gen_ai.evaluation.score.label"] == "fail" for s in trace["spans"])
     assert re.search(r"otelscorersrubricpassratedrop", (
         Path(__file__).resolve().parents[2] / "docs" / "runbook.md").read_text().lower())
 

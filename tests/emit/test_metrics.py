@@ -93,3 +93,27 @@ def test_the_series_of_each_metric_are_capped_not_only_each_label(
     assert any(attrs["criterion"] == "_other" and attrs["agent"] == "_other"
                for attrs, _ in verdicts)
     assert telemetry.metric_value("otel_scorers.metric.overflow", label="series") > 0
+
+
+def test_scores_and_verdicts_carry_the_evaluated_runs_trace_as_exemplars(
+        telemetry: Telemetry, make_processor: Any, judge: JudgeClient,
+        judge_server: ScriptedJudgeServer) -> None:
+    """Issue 37.2: each score, pass verdict and criterion verdict is recorded in the evaluated
+    span's context, so the SDK's default (trace-based) exemplar filter keeps its trace id: a
+    failing bucket links to the run that filled it."""
+    judge_server.responder = judge_responder(satisfied=lambda i, _text: False)
+    processor = make_processor([RubricScorer(judge, "- greets")])
+    span = end_agent_span(telemetry, prompt="exemplar please")
+    assert processor.force_flush(60_000)
+    wanted = span.get_span_context().trace_id
+    data = telemetry.reader.get_metrics_data()
+    found: dict[str, list[int]] = {}
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    found.setdefault(metric.name, []).extend(
+                        e.trace_id for e in point.exemplars or ())
+    for name in ("otel_scorers.evaluation.score", "otel_scorers.evaluations",
+                 "otel_scorers.criterion.verdicts"):
+        assert found.get(name) == [wanted], (name, found.get(name))
