@@ -72,7 +72,7 @@ def prometheus_names() -> dict[str, str]:
 def dashboard_exprs() -> list[str]:
     data = json.loads(DASHBOARD.read_text())
     exprs = [t["expr"] for p in data["panels"] for t in p.get("targets", [])]
-    exprs += [v["query"]["query"] for v in data["templating"]["list"]]
+    exprs += [v["query"]["query"] for v in data["templating"]["list"] if v["type"] == "query"]
     return exprs
 
 
@@ -223,7 +223,8 @@ def test_grafana_provisioning_and_dashboard() -> None:
     assert providers["providers"][0]["options"]["path"] == "/var/lib/grafana/dashboards"
     data = json.loads(DASHBOARD.read_text())
     assert data["uid"] == "otel-scorers"
-    assert {v["name"] for v in data["templating"]["list"]} == {"service", "agent", "scorer"}
+    variables = {v["name"]: v for v in data["templating"]["list"]}
+    assert set(variables) == {"service", "agent", "scorer", "jaeger"}
     for panel in data["panels"]:
         if panel["type"] == "row":
             continue
@@ -235,7 +236,38 @@ def test_grafana_provisioning_and_dashboard() -> None:
                   "tool errors", "session goal completion", "session scores",
                   "turns per session"):
         assert topic in titles, topic
-    assert any("16686" in link["url"] for link in data["links"])  # links to traces
+    assert "16686" in variables["jaeger"]["query"]  # the Jaeger UI, one constant
+    assert any(link["url"].startswith("${jaeger}/search") for link in data["links"])
+
+
+def test_the_dashboard_is_the_generators_output() -> None:
+    """The JSON is generated from code (grafana-foundation-sdk); regenerating gives it back."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, str(CONFIG / "grafana" / "dashboard.py")],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == json.loads(DASHBOARD.read_text()), (
+        "collector-config/grafana/dashboards/otel-scorers.json is not the generator's output: "
+        "run .venv/bin/python collector-config/grafana/dashboard.py > "
+        "collector-config/grafana/dashboards/otel-scorers.json")
+
+
+def test_every_per_agent_panel_links_to_its_failing_runs() -> None:
+    data = json.loads(DASHBOARD.read_text())
+    for panel in data["panels"]:
+        legends = " ".join(t.get("legendFormat", "") for t in panel.get("targets", []))
+        if "{{agent}}" not in legends or panel["type"] != "timeseries":
+            continue
+        links = panel["fieldConfig"]["defaults"].get("links") or []
+        assert len(links) == 1, panel["title"]
+        url = links[0]["url"]
+        assert url.startswith("${jaeger}/search?service=${__field.labels.job:percentencode}")
+        assert "${__field.labels.agent:percentencode}" in url or "tool" in url, url
+        for target in panel["targets"]:  # the link's labels are in every series
+            expr = target["expr"]
+            assert expr.startswith("otel_scorers:") or "job" in expr.split(")")[0], expr
 
 
 def test_metric_names_in_dashboards_and_rules_are_emitted() -> None:
