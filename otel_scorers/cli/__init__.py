@@ -12,6 +12,7 @@ import click
 from otel_scorers.cli.calibrate import calibrate
 from otel_scorers.cli.check import check_config
 from otel_scorers.cli.demo import demo
+from otel_scorers.cli.report import report
 from otel_scorers.cli.rescore import rescore
 from otel_scorers.cli.score import score
 from otel_scorers.cli.serve import serve
@@ -25,5 +26,5 @@ def main() -> None:
     """Judge AI-agent runs with rubric and prompt-alignment scorers."""
 
 
-for _command in (score, demo, check_config, rescore, serve, calibrate):
+for _command in (score, demo, check_config, rescore, serve, calibrate, report):
     main.add_command(_command)

@@ -10,6 +10,7 @@ alerts posted to it: a criterion spike is held back while its agent's pass rate 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -66,14 +67,18 @@ def short_rules(work: Path, jaeger_ui: str) -> Path:
     return path
 
 
-def short_alertmanager(work: Path, webhook: str) -> Path:
-    """The shipped Alertmanager configuration, its receivers pointed at ``webhook`` and its
-    group timers shortened (the routing, grouping and inhibition as shipped)."""
+def short_alertmanager(work: Path, webhook: str, also: str | None = None) -> Path:
+    """The shipped Alertmanager configuration, its receivers pointed at ``webhook`` (and
+    ``also``) and its group timers shortened (the routing, grouping and inhibition as
+    shipped)."""
     config = yaml.safe_load((CONFIG / "alertmanager" / "alertmanager.yml").read_text())
     config["route"].update(group_wait="2s", group_interval="2s", repeat_interval="1h")
     for receiver in config["receivers"]:
-        for hook in receiver.get("webhook_configs", []):
+        hooks = receiver.get("webhook_configs", [])
+        for hook in hooks:
             hook["url"] = webhook
+        if also is not None and hooks:
+            hooks.append({**hooks[0], "url": also})
     path = work / "alertmanager.yml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -103,6 +108,30 @@ class Webhook:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@contextlib.contextmanager
+def alert_digest(port: int, jaeger_query: str) -> Iterator[list[str]]:
+    """examples/alert_digest.py on ``port``: what it prints, line by line."""
+    import os
+    import subprocess
+    import sys
+
+    printed: list[str] = []
+    process = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve().parents[2] / "examples" /
+                             "alert_digest.py"), str(port)],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "JAEGER_URL": jaeger_query})
+    assert process.stdout is not None
+    stream = process.stdout
+    threading.Thread(target=lambda: printed.extend(iter(stream.readline, "")),
+                     daemon=True).start()
+    try:
+        eventually(lambda: printed, timeout_s=60, what="the example listening")
+        yield printed
+    finally:
+        process.terminate()
+        process.wait(30)
 
 
 @pytest.fixture
@@ -167,9 +196,12 @@ def test_an_alert_reaches_the_webhook_with_links_that_open_the_failing_runs(
     def greets(request: RecordedRequest) -> Any:
         return good(request) if "Hello! Here it is." in request.text else bad(request)
 
+    digests = free_port()
     with ScriptedJudgeServer(greets) as judge, jaeger(tmp_path) as store, collector(
             "otelcol.yaml", tmp_path, JAEGER_OTLP_ENDPOINT=store.addresses["otlp_grpc"]) as main, \
-            alertmanager(tmp_path, short_alertmanager(tmp_path, webhook.url)) as manager, \
+            alert_digest(digests, store.addresses["query"]) as printed, \
+            alertmanager(tmp_path, short_alertmanager(
+                tmp_path, webhook.url, f"http://127.0.0.1:{digests}/alerts")) as manager, \
             prometheus(tmp_path, {"otel-collector": main.addresses["prometheus"]},
                        honor_labels=True, alertmanager=manager,
                        rules=short_rules(tmp_path, store.addresses["query"]),
@@ -225,6 +257,13 @@ def test_an_alert_reaches_the_webhook_with_links_that_open_the_failing_runs(
         found_ids = {trace["traceID"].rjust(32, "0") for trace in found}
         assert found_ids <= set(app.failing) and len(found_ids) == wanted  # those, all
         check_dashboard_link(store.addresses["query"], set(app.failing))
+        check_digest(store.addresses["query"], set(app.failing), app.runs)
+        # examples/alert_digest.py got the same alert and answered it with the agent's digest
+        eventually(lambda: "greets_the_user" in "".join(printed), timeout_s=60,
+                   what="the example's digest")
+        text = "".join(printed)
+        assert f"#### OtelScorersRubricPassRateDrop: {AGENT} ({SERVICE})" in text
+        assert f"{store.addresses['query']}/trace/" in text
         check_exemplars(exemplars, store.addresses["query"], set(app.failing))
     assert re.search(r"otelscorersrubricpassratedrop", (
         Path(__file__).resolve().parents[2] / "docs" / "runbook.md").read_text().lower())
@@ -305,3 +344,29 @@ def check_exemplars(exemplars: dict[str, set[str]], jaeger_query: str, failing: 
                               what=f"trace {trace_id} in Jaeger")
         assert any(s["operationName"] == "gen_ai.evaluation rubric" and tags(s)[
             "gen_ai.evaluation.score.label"] == "fail" for s in trace["spans"])
+
+
+def check_digest(jaeger_query: str, failing: set[str], runs: int) -> None:
+    """Issue 37.4: ``otel-scorers report`` reads the evaluations back from the real Jaeger: the
+    failures grouped by agent, scorer and criterion, linked to failing traces."""
+    from click.testing import CliRunner
+
+    from otel_scorers.cli import main
+
+    def digest() -> dict[str, Any] | None:
+        result = CliRunner().invoke(main, ["report", "--jaeger", jaeger_query, "--service",
+                                           SERVICE, "--window", "10m", "--json"])
+        assert result.exit_code == 0, result.output
+        found: dict[str, Any] = json.loads(result.stdout)
+        rates = found["rates"]
+        return found if rates and rates[0]["runs"] >= runs else None
+
+    found = eventually(digest, timeout_s=60, what="every evaluation in Jaeger")
+    (rate,) = found["rates"]
+    assert (rate["agent"], rate["scorer"], rate["failures"]) == (AGENT, "rubric", len(failing))
+    (group,) = found["groups"]
+    assert (group["criterion"], group["failures"]) == ("greets_the_user", len(failing))
+    assert group["reasons"] and group["examples"]
+    for example in group["examples"]:
+        assert example["trace_id"] in failing
+        assert example["link"] == f"{jaeger_query}/trace/{example['trace_id']}"
