@@ -144,3 +144,22 @@ def processor_from_env(monkeypatch: Any, judge_server: Any, telemetry: Telemetry
     telemetry.tracer_provider.add_span_processor(processor)
     telemetry.tracer_provider.add_span_processor(SimpleSpanProcessor(telemetry.spans_out))
     return processor
+
+
+def digest_of(source: list[str], trace_id: str) -> None:
+    """``otel-scorers report`` from a backend: the failing rubric criterion, its reason and
+    this trace among its examples."""
+    from click.testing import CliRunner
+
+    from otel_scorers.cli import main
+
+    result = CliRunner().invoke(main, ["report", *source, "--agent", "support-bot",
+                                       "--window", "1h", "--json"])
+    assert result.exit_code == 0, result.output
+    digest = json.loads(result.stdout)
+    rubric = [r for r in digest["rates"] if r["scorer"] == "rubric"]
+    assert rubric and rubric[0]["failures"] >= 1, digest
+    groups = {(g["scorer"], g["criterion"]): g for g in digest["groups"]}
+    group = groups[("rubric", "cites_a_source")]
+    assert trace_id in {e["trace_id"] for e in group["examples"]}
+    assert group["reasons"] and group["reasons"][0]["count"] >= 1

@@ -1,5 +1,6 @@
 """The failure digest (``otel-scorers report``): evaluation results read back from where they
-already are (OTLP trace files, the Jaeger query API), pass rates against the window before, and
+already are (OTLP trace files, the Jaeger query API, this project's Phoenix annotations and
+MLflow assessments: :mod:`otel_scorers.report.backends`), pass rates against the window before, and
 failures grouped by agent, scorer and criterion with their most frequent reasons and example
 traces."""
 

@@ -30,7 +30,7 @@ from otel_scorers.pipeline import ScoringSpanProcessor
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
 from tests.servers import call, running_mlflow
-from tests.support import free_port, genai_attributes
+from tests.support import digest_of, free_port, genai_attributes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -111,6 +111,9 @@ def test_live_evaluations_become_assessments_on_the_trace(
     assert trajectory["metadata"]["evaluator_type"] == "code"
     assert processor.health()["sinks"]["mlflow"]["written"] == 2
     processor.shutdown()
+    # the failure digest reads them back (issue 37.4)
+    digest_of(["--mlflow", base, "--experiment", experiment], f"{context.trace_id:032x}")
+
 
 
 def result(score: float) -> ScoreResult:

@@ -120,6 +120,10 @@ def test_live_evaluations_become_span_annotations(
     assert "judge_model" not in trajectory["metadata"]
     assert made[0].health()["sinks"]["phoenix"]["written"] == 2
     made[0].shutdown()
+    # the failure digest reads them back (issue 37.4)
+    from tests.support import digest_of
+
+    digest_of(["--phoenix", phoenix], metadata["trace_id"])
 
 
 def result(scorer: str, score: float) -> ScoreResult:

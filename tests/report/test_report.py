@@ -168,6 +168,6 @@ def test_a_source_that_cannot_be_read_is_one_line(tmp_path: Path) -> None:
     assert hostile.exit_code == 1 and "not JSON" in hostile.output, hostile.output
     assert len(hostile.output.strip().splitlines()) == 1
     usage = CliRunner().invoke(main, ["report"])
-    assert usage.exit_code == 2 and "FILES or from --jaeger" in usage.output
+    assert usage.exit_code == 2 and "FILES, --jaeger URL" in usage.output
     bad = CliRunner().invoke(main, ["report", str(tmp_path), "--window", "soon"])
     assert bad.exit_code == 2
