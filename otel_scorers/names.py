@@ -70,6 +70,7 @@ ATTR_JUDGE_RETRIES: Final = "judge.retries"      # transient failures retried
 ATTR_JUDGE_REASKS: Final = "judge.reasks"        # corrective re-asks after a broken answer
 ATTR_JUDGE_INPUT_TOKENS: Final = "judge.input_tokens"
 ATTR_JUDGE_OUTPUT_TOKENS: Final = "judge.output_tokens"
+ATTR_JUDGE_CACHED_INPUT_TOKENS: Final = "judge.cached_input_tokens"  # of the input tokens
 ATTR_JUDGE_COST_USD: Final = "judge.cost_usd"
 ATTR_JUDGE_LATENCY_S: Final = "judge.latency_s"
 ATTR_INPUT_TRUNCATED: Final = "input.truncated"  # fields shown to the judge cut (string[])

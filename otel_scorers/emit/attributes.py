@@ -72,6 +72,8 @@ def result_attributes(result: ScoreResult, prefix: str,
         put(n.ATTR_JUDGE_REASKS, usage.reasks)
         put(n.ATTR_JUDGE_INPUT_TOKENS, usage.prompt_tokens)
         put(n.ATTR_JUDGE_OUTPUT_TOKENS, usage.completion_tokens)
+        if usage.cached_tokens:  # of the input tokens, read from the provider's prompt cache
+            put(n.ATTR_JUDGE_CACHED_INPUT_TOKENS, usage.cached_tokens)
         put(n.ATTR_JUDGE_COST_USD, usage.cost_usd)
         put(n.ATTR_JUDGE_LATENCY_S, round(usage.latency_s, 6))
         if usage.estimated:

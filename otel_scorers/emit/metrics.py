@@ -205,9 +205,13 @@ class ScorerMetrics:
             judge_attrs = {**base, n.M_JUDGE_MODEL: model}
             self.judge_duration.record(usage.latency_s, self._bounded(
                 n.METRIC_JUDGE_DURATION, {**judge_attrs, n.M_OUTCOME: outcome}))
-            if usage.prompt_tokens:
-                self.judge_tokens.add(usage.prompt_tokens, self._bounded(
+            # input read from the provider's prompt cache is counted apart (its own price)
+            if usage.prompt_tokens - usage.cached_tokens:
+                self.judge_tokens.add(usage.prompt_tokens - usage.cached_tokens, self._bounded(
                     n.METRIC_JUDGE_TOKENS, {**judge_attrs, n.M_TOKEN_TYPE: "input"}))
+            if usage.cached_tokens:
+                self.judge_tokens.add(usage.cached_tokens, self._bounded(
+                    n.METRIC_JUDGE_TOKENS, {**judge_attrs, n.M_TOKEN_TYPE: "cached_input"}))
             if usage.completion_tokens:
                 self.judge_tokens.add(usage.completion_tokens, self._bounded(
                     n.METRIC_JUDGE_TOKENS, {**judge_attrs, n.M_TOKEN_TYPE: "output"}))

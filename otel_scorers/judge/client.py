@@ -360,7 +360,7 @@ class JudgeClient:
                 prompt_tokens = sum(len(str(m.get("content", ""))) for m in messages) // 4 + 1
                 completion_tokens = len(answer.content or "") // 4 + 1
                 meter.estimated = True
-            meter.add(prompt_tokens, completion_tokens, answer.cost_usd)
+            meter.add(prompt_tokens, completion_tokens, answer.cost_usd, answer.cached_tokens)
             if answer.finish_reason == "length":
                 raise JudgeTruncatedError("judge answer was cut at max_tokens (finish_reason="
                                           "length); raise max_tokens or shorten the rubric")

@@ -127,6 +127,7 @@ def _share(usage: JudgeUsage, index: int, count: int) -> JudgeUsage:
         "calls": usage.calls if first else 0, "retries": usage.retries if first else 0,
         "reasks": usage.reasks if first else 0,
         "prompt_tokens": part(usage.prompt_tokens),
+        "cached_tokens": min(part(usage.cached_tokens), part(usage.prompt_tokens)),
         "completion_tokens": part(usage.completion_tokens),
         "cost_usd": None if usage.cost_usd is None else usage.cost_usd / count,
         "fused": count})

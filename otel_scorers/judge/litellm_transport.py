@@ -24,6 +24,7 @@ from otel_scorers.judge.bounded import (
 from otel_scorers.judge.provider import cost_of, load_litellm
 from otel_scorers.judge.retry import classify_exception
 from otel_scorers.judge.transport import ChatRequest, ChatResponse, StructuredOutput
+from otel_scorers.judge.usage import cached_tokens
 
 __all__ = ["LiteLLMTransport"]
 
@@ -79,6 +80,7 @@ class LiteLLMTransport:
             finish_reason=getattr(choice, "finish_reason", None),
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cached_tokens=cached_tokens(usage) if usage is not None else 0,
             cost_usd=cost_of(litellm, response))
 
     def structured_mode(self) -> StructuredOutput:

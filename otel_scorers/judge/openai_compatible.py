@@ -44,6 +44,7 @@ from otel_scorers.errors import (
 )
 from otel_scorers.judge.retry import error_for_status
 from otel_scorers.judge.transport import ChatRequest, ChatResponse, StructuredOutput
+from otel_scorers.judge.usage import cached_tokens
 
 __all__ = ["DirectTransport", "applies"]
 #: The most of a response body read (a judge answer is a few kB; a hostile endpoint may
@@ -128,16 +129,25 @@ class DirectTransport:
         content = message.get("content") if isinstance(message, dict) else None
         prompt, completion = _int(usage.get("prompt_tokens")), _int(
             usage.get("completion_tokens"))
+        cached = min(cached_tokens(usage), prompt)
         return ChatResponse(content=content if isinstance(content, str) else None,
                             finish_reason=choice.get("finish_reason"), prompt_tokens=prompt,
-                            completion_tokens=completion, cost_usd=self.cost(prompt, completion))
+                            completion_tokens=completion, cached_tokens=cached,
+                            cost_usd=self.cost(prompt, completion, cached))
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
-        """A call's price from litellm's price table (``None``: a model it does not price)."""
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached: int = 0
+             ) -> float | None:
+        """A call's price from litellm's price table (``None``: a model it does not price);
+        ``cached`` of the prompt tokens at the table's cached-input rate (the input rate where
+        it has none)."""
         entry = model_entry(self.model)
         if entry is None:
             return None
-        cost: float = (prompt_tokens * entry["input_cost_per_token"]
+        cached_rate = entry.get("cache_read_input_token_cost")
+        if not isinstance(cached_rate, int | float) or isinstance(cached_rate, bool):
+            cached_rate = entry["input_cost_per_token"]
+        cost: float = ((prompt_tokens - cached) * entry["input_cost_per_token"]
+                       + cached * cached_rate
                        + completion_tokens * entry["output_cost_per_token"])
         return cost
 
@@ -247,4 +257,5 @@ def _error_text(data: bytes) -> str:
 
 
 def _int(value: Any) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+

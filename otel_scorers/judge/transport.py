@@ -49,16 +49,21 @@ class ChatResponse:
     completion_tokens: int = 0
     cost_usd: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: Of ``prompt_tokens``, those the provider read from its prompt cache (priced at the
+    #: cached rate; counted apart)
+    cached_tokens: int = 0
 
     def __post_init__(self) -> None:
         """The provider's figures are not trusted: a token count that is negative (or not a
         whole number) is none (0, then estimated from the prompt), and a price that is
         negative or not finite is no price (unpriced), so no hostile or broken usage block
         can refill a budget or show a negative spend."""
-        for name in ("prompt_tokens", "completion_tokens"):
+        for name in ("prompt_tokens", "completion_tokens", "cached_tokens"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 object.__setattr__(self, name, 0)
+        if self.cached_tokens > self.prompt_tokens:  # never more cached than read
+            object.__setattr__(self, "cached_tokens", self.prompt_tokens)
         cost = self.cost_usd
         if cost is not None and (isinstance(cost, bool) or not isinstance(cost, int | float)
                                  or not math.isfinite(cost) or cost < 0):

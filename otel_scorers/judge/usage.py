@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["JudgeUsage", "Meter"]
+__all__ = ["JudgeUsage", "Meter", "cached_tokens"]
 
 
 class JudgeUsage(BaseModel):
@@ -22,6 +22,8 @@ class JudgeUsage(BaseModel):
     reasks: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: Of ``prompt_tokens``, read from the provider's prompt cache (priced at its cached rate)
+    cached_tokens: int = 0
     cost_usd: float | None = None
     latency_s: float = 0.0
     #: Scorers that shared this call (one fused call for several; 0: the call was its own).
@@ -42,6 +44,7 @@ class JudgeUsage(BaseModel):
             "model": self.model, "calls": self.calls, "retries": self.retries,
             "reasks": self.reasks, "promptTokens": self.prompt_tokens,
             "completionTokens": self.completion_tokens, "costUsd": self.cost_usd,
+            **({"cachedTokens": self.cached_tokens} if self.cached_tokens else {}),
             "latencySeconds": round(self.latency_s, 6),
             **({"fusedWith": self.fused - 1} if self.fused else {}),
             **({"tokensEstimated": True} if self.estimated else {}),
@@ -58,19 +61,40 @@ class Meter:
     reasks: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
     cost_usd: float | None = None
     estimated: bool = False
     truncated: tuple[str, ...] = ()
 
-    def add(self, prompt_tokens: int, completion_tokens: int, cost: float | None) -> None:
+    def add(self, prompt_tokens: int, completion_tokens: int, cost: float | None,
+            cached: int = 0) -> None:
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion_tokens
+        self.cached_tokens += cached
         if cost is not None:
             self.cost_usd = (self.cost_usd or 0.0) + cost
 
     def freeze(self) -> JudgeUsage:
         return JudgeUsage(model=self.model, calls=self.calls, retries=self.retries,
                           reasks=self.reasks, prompt_tokens=self.prompt_tokens,
-                          completion_tokens=self.completion_tokens, cost_usd=self.cost_usd,
+                          completion_tokens=self.completion_tokens,
+                          cached_tokens=self.cached_tokens, cost_usd=self.cost_usd,
                           latency_s=time.monotonic() - self.started, estimated=self.estimated,
                           truncated=self.truncated)
+
+
+def cached_tokens(usage: Any) -> int:
+    """The prompt tokens a provider read from its cache, as its usage block says (OpenAI:
+    ``prompt_tokens_details.cached_tokens``; Anthropic through a proxy:
+    ``cache_read_input_tokens``); 0 when it says nothing."""
+    if not isinstance(usage, dict):
+        details = getattr(usage, "prompt_tokens_details", None)
+        found = getattr(details, "cached_tokens", None) if details is not None else None
+        return _count(found) or _count(getattr(usage, "cache_read_input_tokens", None))
+    details = usage.get("prompt_tokens_details")
+    found = details.get("cached_tokens") if isinstance(details, dict) else None
+    return _count(found) or _count(usage.get("cache_read_input_tokens"))
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

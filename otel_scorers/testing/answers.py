@@ -41,6 +41,8 @@ class Answer:
     finish_reason: str = "stop"
     prompt_tokens: int = 100
     completion_tokens: int = 50
+    #: of ``prompt_tokens``, reported as read from the provider's prompt cache
+    cached_tokens: int = 0
 
 
 _FENCED = re.compile(r"<<<(?P<nonce>[0-9a-f]+) BEGIN (?P<name>[^>\n]+)>>>\n(?P<body>.*?)\n"

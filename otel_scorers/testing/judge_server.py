@@ -132,6 +132,8 @@ def _completion_body(answer: Answer, request: RecordedRequest) -> bytes:
             "prompt_tokens": answer.prompt_tokens,
             "completion_tokens": answer.completion_tokens,
             "total_tokens": answer.prompt_tokens + answer.completion_tokens,
+            **({"prompt_tokens_details": {"cached_tokens": answer.cached_tokens}}
+               if answer.cached_tokens else {}),
         },
     }).encode()
 
