@@ -50,6 +50,7 @@ ATTR_REASON: Final = "reason"                    # the full reason text (content
 ATTR_ERROR_TYPE: Final = "error.type"
 ATTR_ERROR_MESSAGE: Final = "error.message"
 ATTR_CACHED: Final = "cached"
+ATTR_SAMPLE_RATE: Final = "sample_rate"          # the effective ratio a paced run was sampled at
 # Rubric, per criterion: otel_scorers.criterion.<id>.{description,required,satisfied,reasoning}
 ATTR_CRITERION: Final = "criterion"
 ATTR_CRITERIA_IDS: Final = "criteria.ids"
@@ -110,6 +111,7 @@ METRIC_JUDGE_COST: Final = "otel_scorers.judge.cost"             # counter, USD
 METRIC_JUDGE_TPR: Final = "otel_scorers.judge.true_positive_rate"  # gauge, by scorer, model
 METRIC_JUDGE_TNR: Final = "otel_scorers.judge.true_negative_rate"  # gauge, by scorer, model
 METRIC_CANARY_VERDICTS: Final = "otel_scorers.canary.verdicts"  # counter, expected vs judged
+METRIC_EFFECTIVE_RATIO: Final = "otel_scorers.sampling.effective_ratio"  # gauge, paced budgets
 METRIC_QUEUE_DEPTH: Final = "otel_scorers.queue.depth"           # gauge
 METRIC_HELD_SPANS: Final = "otel_scorers.held.spans"             # gauge (enriched export)
 METRIC_UNSCORED_EXPORTS: Final = "otel_scorers.enriched.unscored"  # counter, by reason

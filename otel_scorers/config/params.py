@@ -92,6 +92,10 @@ CORE_PARAMS: tuple[Param, ...] = (
       "per hour per scorer"),
     P("sampling.budget_cost_per_hour", "OTEL_SCORERS_BUDGET_COST_PER_HOUR", "judge USD per "
       "hour per scorer"),
+    P("sampling.pace_budget", "OTEL_SCORERS_PACE_BUDGET", "with a token or cost budget, "
+      "spread it over its hour: the sampling ratio adapts to the traffic so the budget lasts, "
+      "bursts thinned evenly (`otel_scorers.sampling.effective_ratio`, `sample_rate` on each "
+      "result); `false`: first come, first served until it is spent"),
     P("sampling.salt", "OTEL_SCORERS_SAMPLE_SALT", "sampling salt"),
     P("sampling.boosts", None, "higher ratios for chosen attribute values "
       "(`{attribute, value, ratio}`)"),

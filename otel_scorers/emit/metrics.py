@@ -57,6 +57,7 @@ class ScorerMetrics:
                  buffer_dropped: Callable[[], Mapping[str, int]] | None = None,
                  sessions: tuple[Callable[[], int], Callable[[], int]] | None = None,
                  rates: Callable[[], Iterable[tuple[str, str, str, float, float]]] | None = None,
+                 ratios: Callable[[], Iterable[tuple[str, float]]] | None = None,
                  max_criteria_series: int = 100, max_agents: int = 100,
                  content_free: bool = False) -> None:
         meter: Meter = get_meter(n.SCOPE_NAME, meter_provider=meter_provider)
@@ -132,6 +133,11 @@ class ScorerMetrics:
                      "--save, or measured by the canaries)", _rates(rates, 3))
             _observe(meter, self, n.METRIC_JUDGE_TNR, "level", "",
                      "The judge's true negative rate on labelled cases", _rates(rates, 4))
+        if ratios is not None:  # each paced scorer's effective sampling ratio, now
+            _observe(meter, self, n.METRIC_EFFECTIVE_RATIO, "level", "",
+                     "The share of runs a scorer with a paced budget judges now (its ratio "
+                     "times the budget's pace)", lambda _options: [
+                         Observation(ratio, {n.M_SCORER: name}) for name, ratio in ratios()])
         self.overflow = meter.create_counter(
             n.METRIC_OVERFLOW, unit="{value}",
             description="Metric attribute values folded into _other (cardinality caps)")

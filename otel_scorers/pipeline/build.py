@@ -140,6 +140,7 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
     metrics = ScorerMetrics(
         meter_provider, decisions=counts.observe, queue_depth=queue_depth,
         rates=lambda: known + (canaries[0].rates() if canaries else []),
+        ratios=lambda: [(s.name, s.sampler.effective_ratio) for s in every if s.sampler.pacer],
         held_spans=(lambda: len(enriched[0])) if exporter is not None else None,
         buffer_dropped=buffer.dropped.copy, max_agents=settings.max_agents,
         content_free=settings.reasons == "none",
@@ -147,8 +148,8 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
         sessions=(lambda: store[0].open_count(), lambda: len(store[0]))  # noqa: PLW0108
         if session_slots else None)
     canaries.append(Canaries(settings.canary, every, record=metrics.canary, log_once=log_once,
-                             reviewed=lambda name: reviewed_cases(
-                                 name, settings.backend(name), MAX_REVIEWED)))
+                             reviewed=lambda name: reviewed_cases(name, settings.backend(name),
+                                                                  MAX_REVIEWED)))
     if session_slots:
         store.append(SessionStore(session_policy_from(sessions or settings.sessions),
                                   count_dropped=metrics.dropped_turns,

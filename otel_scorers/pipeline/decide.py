@@ -237,7 +237,7 @@ class Decider:
         decisions: list[tuple[str, str]] = []
         for slot in self.slots:
             sampler = slot.sampler
-            if not sampler.sampled(span):
+            if not sampler.sampled(span) or not sampler.paced(span):  # (the budget's pace)
                 decisions.append((slot.name, Decision.SAMPLED_OUT))
             elif sampler.limiter is not None and not sampler.limiter.allow():
                 decisions.append((slot.name, Decision.RATE_LIMITED))

@@ -99,6 +99,9 @@ class Emission:
             warning = None
         if warning is not None:
             self.log_once(f"{reason}:{slot.name}", warning)
+        rate = slot.sampler.rate_of(subject.context.trace_id)
+        if rate is not None:  # sampled at a paced ratio: said on the result (weights)
+            extra = {**(extra or {}), n.PREFIX + n.ATTR_SAMPLE_RATE: rate}
         if decision != Decision.FILTERED:
             try:
                 self._send(slot, subject, captured, result, start_ns, extra, turns)

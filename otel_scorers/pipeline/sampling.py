@@ -3,14 +3,27 @@
 The ratio decision is a pure function of the trace id and a salt: the same trace gets the same
 decision in every process, and scorers sharing a salt agree (so one trace is judged by all of
 them or by none). Error spans and chosen attribute values can get their own, higher, ratio.
+
+A budget lasts its hour (``pace_budget``, on by default with a budget): a :class:`Pacer`
+measures the traffic (sampled runs per second over the last minute) and what one evaluation
+costs (tokens and USD over the last hour), and judges each run with the probability that
+spends the budget at an even rate, ``(budget / 3600 s) / (runs per second x cost per run)``,
+capped at 1. A burst of ten times the traffic is judged at a tenth of the rate, evenly (the
+decision is a function of the trace id, as the ratio's), instead of spending the hour in its
+first minutes and leaving the rest unscored. The effective ratio (the policy's ratio times the
+pacer's) is a gauge (``otel_scorers.sampling.effective_ratio``) and is stamped on every result
+(``otel_scorers.sample_rate``), so rates stay unbiased and counts can be weighted. The hard stop
+stays: a spent budget skips runs, counted ``budget_exhausted``.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import hashlib
 import threading
 import time
+from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +35,8 @@ from pydantic import ValidationError
 from otel_scorers.config.settings import SamplingSettings
 from otel_scorers.errors import ConfigError
 
-__all__ = ["Boost", "HourlyBudget", "RateLimiter", "Sampler", "Sampling", "trace_fraction"]
+__all__ = ["Boost", "HourlyBudget", "Pacer", "RateLimiter", "Sampler", "Sampling",
+           "trace_fraction"]
 
 _MASK64 = (1 << 64) - 1
 _TWO64 = float(1 << 64)
@@ -65,6 +79,7 @@ class Sampling:
     rate_limit: float | None = None
     budget_tokens_per_hour: int | None = None
     budget_cost_per_hour: float | None = None
+    pace_budget: bool = True
     salt: str = ""
 
     def __post_init__(self) -> None:
@@ -103,12 +118,18 @@ class Sampler:
         self.limiter = RateLimiter(policy.rate_limit) if policy.rate_limit else None
         self.budget = (HourlyBudget(policy.budget_tokens_per_hour, policy.budget_cost_per_hour)
                        if policy.budget_tokens_per_hour or policy.budget_cost_per_hour else None)
+        self.pacer = Pacer(self.budget) if self.budget is not None and policy.pace_budget \
+            else None
+        #: trace id -> the effective ratio it was sampled at (bounded; read when emitting)
+        self._rates: OrderedDict[int, float] = OrderedDict()
+        self._rates_lock = threading.Lock()
 
     def reset_after_fork(self) -> None:
         """In a forked child: fresh locks for the rate limiter and the budget."""
-        for part in (self.limiter, self.budget):
+        for part in (self.limiter, self.budget, self.pacer):
             if part is not None:
                 part.reset_after_fork()
+        self._rates_lock = threading.Lock()
 
     def sampled(self, span: ReadableSpan) -> bool:
         ratio = self.policy.ratio_for(span)
@@ -117,6 +138,32 @@ class Sampler:
         if ratio <= 0.0 or span.context is None:
             return False
         return trace_fraction(span.context.trace_id, self.salt) < ratio
+
+    def paced(self, span: ReadableSpan) -> bool:
+        """Whether the pacer keeps a sampled span (always without one), its effective ratio
+        kept for :meth:`rate_of`."""
+        if self.pacer is None:
+            return True
+        ratio = self.policy.ratio_for(span)
+        if span.context is None:
+            return True
+        keep, paced = self.pacer.admit(span.context.trace_id, self.salt)
+        if keep:
+            with self._rates_lock:
+                self._rates[span.context.trace_id] = ratio * paced
+                if len(self._rates) > MAX_TRACKED:
+                    self._rates.popitem(last=False)
+        return keep
+
+    def rate_of(self, trace_id: int) -> float | None:
+        """The effective ratio the trace was sampled at, when the pacer decided it."""
+        with self._rates_lock:
+            return self._rates.get(trace_id)
+
+    @property
+    def effective_ratio(self) -> float:
+        """The policy's ratio times the pacer's, now."""
+        return self.policy.ratio * (self.pacer.ratio if self.pacer is not None else 1.0)
 
     def sampled_key(self, key: str) -> bool:
         """Whether the session ``key`` is judged: the plain ratio, as a pure function of the
@@ -133,6 +180,58 @@ def key_hash(key: str) -> int:
     """A 64-bit hash of a text key, the same in every process (unlike ``hash``)."""
     return int.from_bytes(hashlib.blake2b(key.encode("utf-8", "surrogatepass"),
                                           digest_size=8).digest(), "big")
+
+
+#: Traces whose effective ratio a sampler remembers until their results are emitted.
+MAX_TRACKED = 10_000
+#: The pacer's view of the traffic: sampled runs over the last minute, or over the last few
+#: seconds when that is more (a burst is seen at once).
+PACE_WINDOW_S = 60.0
+PACE_BURST_S = 5.0
+#: Evaluations whose cost the pacer waits for before it paces (until then, every run).
+PACE_MIN_JUDGED = 3
+_PACE_SALT = 0x5A17_C0DE_B0D6_E7A1
+
+
+class Pacer:
+    """Spreads a budget over its hour (see the module docstring)."""
+
+    def __init__(self, budget: HourlyBudget, *, clock: Any = time.monotonic) -> None:
+        self.budget = budget
+        self.ratio = 1.0
+        self._clock = clock
+        self._started = clock()
+        self._arrivals: deque[float] = deque(maxlen=1_000_000)
+        self._lock = threading.Lock()
+
+    def reset_after_fork(self) -> None:
+        self._lock = threading.Lock()
+
+    def admit(self, trace_id: int, salt: int) -> tuple[bool, float]:
+        """Keep a sampled run or not, and the ratio it was decided at."""
+        now = self._clock()
+        with self._lock:
+            arrivals = self._arrivals
+            arrivals.append(now)
+            while arrivals and arrivals[0] <= now - PACE_WINDOW_S:
+                arrivals.popleft()
+            seconds = max(1.0, min(PACE_WINDOW_S, now - self._started))
+            # a burst shows in the last few seconds long before it moves the minute's mean
+            recent = len(arrivals) - bisect.bisect_right(arrivals, now - PACE_BURST_S)
+            per_second = max(len(arrivals) / seconds,
+                             recent / max(1.0, min(PACE_BURST_S, now - self._started)))
+        self.ratio = ratio = self._ratio(per_second)
+        return ratio >= 1.0 or trace_fraction(trace_id, salt ^ _PACE_SALT) < ratio, ratio
+
+    def _ratio(self, per_second: float) -> float:
+        tokens, cost, judged = self.budget.spent_with_count()
+        if judged < PACE_MIN_JUDGED or per_second <= 0:
+            return 1.0
+        ratio = 1.0
+        for limit, spent in ((self.budget.max_tokens, tokens), (self.budget.max_cost, cost)):
+            if limit is not None and spent > 0:
+                ratio = min(ratio, (limit / 3600.0) / (per_second * spent / judged))
+        return ratio
 
 
 class RateLimiter:
@@ -195,17 +294,23 @@ class HourlyBudget:
             cost = max(UNPRICED_MIN_USD_PER_CALL, tokens / 1000 * UNPRICED_USD_PER_1K_TOKENS)
         minute = self._minute()
         with self._lock:
-            bucket = self._buckets.setdefault(minute, [0.0, 0.0])
+            bucket = self._buckets.setdefault(minute, [0.0, 0.0, 0.0])
             bucket[0] += tokens
             bucket[1] += cost or 0.0
+            bucket[2] += 1
             for old in [m for m in self._buckets if m <= minute - 60]:
                 del self._buckets[old]
 
     def spent(self) -> tuple[float, float]:
+        tokens, cost, _ = self.spent_with_count()
+        return tokens, cost
+
+    def spent_with_count(self) -> tuple[float, float, int]:
+        """Tokens, cost and evaluations of the last hour."""
         minute = self._minute()
         with self._lock:
             live = [b for m, b in self._buckets.items() if m > minute - 60]
-        return sum(b[0] for b in live), sum(b[1] for b in live)
+        return (sum(b[0] for b in live), sum(b[1] for b in live), int(sum(b[2] for b in live)))
 
     def exhausted(self) -> bool:
         tokens, cost = self.spent()

@@ -100,7 +100,7 @@ def main() -> None:
         [RubricScorer(judge, "- greets the user\n- cites a source"), PromptAlignmentScorer(judge),
          # a scorer with a tiny hourly budget: one evaluation, then budget_exhausted
          ScorerSpec(RubricScorer(judge, "- is polite", name="budgeted"),
-                    Sampling(budget_tokens_per_hour=200)),
+                    Sampling(budget_tokens_per_hour=200, pace_budget=False)),
          TrajectoryScorer(["lookup"]), FaithfulnessScorer(judge), MultiTurnScorer(judge)],
         tracer_provider=tracer_provider, meter_provider=meter_provider, cache_ttl_s=0,
         queue_size=2, concurrency=1, sessions=SessionPolicy(idle_s=3600))

@@ -50,6 +50,7 @@ def prometheus_names() -> dict[str, str]:
         names.METRIC_SESSION_TURNS: ("histogram", ""),
         names.METRIC_SESSIONS_OPEN: ("gauge", ""), names.METRIC_SESSIONS_HELD: ("gauge", ""),
         names.METRIC_JUDGE_TPR: ("gauge", ""), names.METRIC_JUDGE_TNR: ("gauge", ""),
+        names.METRIC_EFFECTIVE_RATIO: ("gauge", ""),
         **{value: ("gauge", "") for key, value in vars(names).items()
            if key.startswith("METRIC_CALIBRATION_")},
     }

@@ -358,7 +358,7 @@ def test_budget_exhaustion(telemetry: Telemetry, make_processor: Any, judge: Jud
                            judge_server: ScriptedJudgeServer) -> None:
     judge_server.responder = judge_responder()  # 150 tokens per call
     processor = make_processor([RubricScorer(judge, "- x")], concurrency=1,
-                               sampling=Sampling(budget_tokens_per_hour=300))
+                               sampling=Sampling(budget_tokens_per_hour=300, pace_budget=False))
     for index in range(4):
         end_agent_span(telemetry, prompt=f"q{index}")
         processor.force_flush(10_000)
@@ -371,7 +371,7 @@ def test_the_budget_counts_a_judge_that_reports_no_usage(
         judge_server: ScriptedJudgeServer) -> None:
     judge_server.responder = judge_responder(prompt_tokens=0, completion_tokens=0)
     processor = make_processor([RubricScorer(judge, "- x")], concurrency=1,
-                               sampling=Sampling(budget_tokens_per_hour=600))
+                               sampling=Sampling(budget_tokens_per_hour=600, pace_budget=False))
     for index in range(8):
         end_agent_span(telemetry, prompt=f"q{index}")
         processor.force_flush(10_000)

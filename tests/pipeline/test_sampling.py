@@ -139,7 +139,8 @@ def test_a_cost_budget_trips_for_a_model_litellm_cannot_price(
     per_call = 150 / 1000 * UNPRICED_USD_PER_1K_TOKENS
     with caplog.at_level("WARNING", logger="otel_scorers"):
         processor = make_processor([RubricScorer(judge, "- greets")],
-                                   sampling=Sampling(budget_cost_per_hour=per_call * 3.5))
+                                   sampling=Sampling(budget_cost_per_hour=per_call * 3.5,
+                                                         pace_budget=False))
         for i in range(8):
             end_agent_span(telemetry, prompt=f"hello {i}")
             processor.force_flush(10_000)
