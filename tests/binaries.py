@@ -14,10 +14,10 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -72,18 +72,42 @@ def started(args: list[str], *, log: Path, env: dict[str, str], health: str,
         service.stop()
 
 
+T = TypeVar("T")
+
+
+@contextmanager
+def on_free_ports(start: Callable[[], AbstractContextManager[T]]) -> Iterator[T]:
+    """``start()`` entered, tried again on fresh ports (up to three times) when another
+    process took a port between choosing it and binding it (tests run beside other work)."""
+    for attempt in range(3):
+        stack = ExitStack()
+        try:
+            value = stack.enter_context(start())
+        except RuntimeError as exc:
+            stack.close()
+            if "address already in use" in str(exc) and attempt < 2:
+                continue
+            raise
+        with stack:
+            yield value
+        return
+
+
 @contextmanager
 def jaeger(work: Path) -> Iterator[Service]:
     """Jaeger v2 from ``collector-config/jaeger.yaml``: OTLP in, memory storage, query API."""
-    ports = {name: f"127.0.0.1:{free_port()}" for name in
-             ("JAEGER_OTLP_GRPC_ENDPOINT", "JAEGER_OTLP_HTTP_ENDPOINT",
-              "JAEGER_QUERY_HTTP_ENDPOINT", "JAEGER_QUERY_GRPC_ENDPOINT",
-              "JAEGER_HEALTH_ENDPOINT")}
-    with started([binary(JAEGER), "--config", str(CONFIG / "jaeger.yaml")],
-                 log=work / "jaeger.log", env=ports,
-                 health=f"http://{ports['JAEGER_HEALTH_ENDPOINT']}/status",
-                 addresses={"otlp_grpc": ports["JAEGER_OTLP_GRPC_ENDPOINT"],
-                            "query": f"http://{ports['JAEGER_QUERY_HTTP_ENDPOINT']}"}) as service:
+    def start() -> AbstractContextManager[Service]:
+        ports = {name: f"127.0.0.1:{free_port()}" for name in
+                 ("JAEGER_OTLP_GRPC_ENDPOINT", "JAEGER_OTLP_HTTP_ENDPOINT",
+                  "JAEGER_QUERY_HTTP_ENDPOINT", "JAEGER_QUERY_GRPC_ENDPOINT",
+                  "JAEGER_HEALTH_ENDPOINT")}
+        return started([binary(JAEGER), "--config", str(CONFIG / "jaeger.yaml")],
+                       log=work / "jaeger.log", env=ports,
+                       health=f"http://{ports['JAEGER_HEALTH_ENDPOINT']}/status",
+                       addresses={"otlp_grpc": ports["JAEGER_OTLP_GRPC_ENDPOINT"],
+                                  "query": f"http://{ports['JAEGER_QUERY_HTTP_ENDPOINT']}"})
+
+    with on_free_ports(start) as service:
         yield service
 
 
@@ -92,25 +116,29 @@ def collector(config: str, work: Path, **env: str) -> Iterator[Service]:
     """The built Collector with a shipped config; its endpoints on free loopback ports (any
     ``env`` given wins). ``addresses``: ``grpc`` (host:port), ``http``, ``prometheus``,
     ``telemetry`` (the Collector's own metrics), ``health``."""
-    ports = {"OTLP_GRPC_ENDPOINT": f"127.0.0.1:{free_port()}",
-             "OTLP_HTTP_ENDPOINT": f"127.0.0.1:{free_port()}",
-             "PROMETHEUS_EXPORTER_ENDPOINT": f"127.0.0.1:{free_port()}",
-             "HEALTH_CHECK_ENDPOINT": f"127.0.0.1:{free_port()}",
-             "OTELCOL_TELEMETRY_HOST": "127.0.0.1",
-             "OTELCOL_TELEMETRY_PORT": str(free_port()),
-             "EVALUATION_EVENTS_FILE": str(work / "evaluation-events.jsonl"),
-             **env}
-    name = Path(config).stem
-    with started([binary(COLLECTOR), "--config", str(CONFIG / config)],
-                 log=work / f"{name}.log", env=ports,
-                 health=f"http://{ports['HEALTH_CHECK_ENDPOINT']}/",
-                 addresses={
-                     "grpc": ports["OTLP_GRPC_ENDPOINT"],
-                     "http": f"http://{ports['OTLP_HTTP_ENDPOINT']}",
-                     "prometheus": ports["PROMETHEUS_EXPORTER_ENDPOINT"],
-                     "telemetry": (f"http://127.0.0.1:{ports['OTELCOL_TELEMETRY_PORT']}"
-                                   "/metrics"),
-                     "events": ports["EVALUATION_EVENTS_FILE"]}) as service:
+    def start() -> AbstractContextManager[Service]:
+        ports = {"OTLP_GRPC_ENDPOINT": f"127.0.0.1:{free_port()}",
+                 "OTLP_HTTP_ENDPOINT": f"127.0.0.1:{free_port()}",
+                 "PROMETHEUS_EXPORTER_ENDPOINT": f"127.0.0.1:{free_port()}",
+                 "HEALTH_CHECK_ENDPOINT": f"127.0.0.1:{free_port()}",
+                 "OTELCOL_TELEMETRY_HOST": "127.0.0.1",
+                 "OTELCOL_TELEMETRY_PORT": str(free_port()),
+                 "EVALUATION_EVENTS_FILE": str(work / "evaluation-events.jsonl"),
+                 **env}
+        name = Path(config).stem
+        return started(
+            [binary(COLLECTOR), "--config", str(CONFIG / config)],
+            log=work / f"{name}.log", env=ports,
+            health=f"http://{ports['HEALTH_CHECK_ENDPOINT']}/",
+            addresses={
+                "grpc": ports["OTLP_GRPC_ENDPOINT"],
+                "http": f"http://{ports['OTLP_HTTP_ENDPOINT']}",
+                "prometheus": ports["PROMETHEUS_EXPORTER_ENDPOINT"],
+                "telemetry": (f"http://127.0.0.1:{ports['OTELCOL_TELEMETRY_PORT']}"
+                              "/metrics"),
+                "events": ports["EVALUATION_EVENTS_FILE"]})
+
+    with on_free_ports(start) as service:
         yield service
 
 
