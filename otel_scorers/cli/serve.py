@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import click
@@ -218,8 +219,19 @@ def _headers(pairs: tuple[str, ...]) -> dict[str, str]:
         if not sep or not key.strip():
             raise UsageProblem(f"an upstream header must be KEY=VALUE (got one without '=' "
                                f"of {len(pair)} characters)")
-        headers[key.strip().lower()] = unquote(value.strip())
+        name, text = key.strip().lower(), unquote(value.strip())
+        # a header's name is a token and its value has no control character: a CR or LF
+        # would split the request (header injection), and every export would fail
+        if not _TOKEN.fullmatch(name) or any((ord(c) < 32 and c != "\t") or ord(c) == 127
+                                             for c in text):
+            raise UsageProblem(f"an upstream header must be a name of letters, digits and "
+                               f"-_. and a value without control characters (the header "
+                               f"{name[:40]!r} is not; its value is not shown)")
+        headers[name] = text
     return headers
+
+
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9a-z-]+")
 
 
 def logging_setup() -> None:

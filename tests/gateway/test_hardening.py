@@ -369,6 +369,24 @@ def test_an_upstream_that_is_not_an_http_url_is_a_usage_error(upstream: str) -> 
     assert "s3cret" not in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("header", ["api-key=secret\r\nx-injected: 1", "api key=v",
+                                    "api-key=s3cret%0Ax-injected: 1"])
+def test_an_upstream_header_that_would_split_the_request_is_refused(header: str) -> None:
+    """A CR/LF in a header value (given, or percent-encoded as OTEL_EXPORTER_OTLP_HEADERS
+    allows) is header injection, and failed every export: refused at start, value unshown."""
+    from click.testing import CliRunner
+
+    from otel_scorers.cli import main
+
+    result = CliRunner().invoke(main, ["serve", "--upstream", "http://127.0.0.1:9", "--port",
+                                       str(free_port()), "--grpc-port", "0",
+                                       "--upstream-header", header])
+    assert result.exit_code == 2, result.output
+    assert "without control characters" in result.output
+    assert "s3cret" not in result.output and "secret" not in result.output.replace(
+        "its value is not shown", "")
+
+
 def test_an_encrypted_tls_key_is_refused_never_prompted(tmp_path: Path) -> None:
     """A passphrase-protected key: one line with the fix and exit 2, never OpenSSL's prompt on
     the terminal (a service under systemd would hang there, silent)."""
