@@ -163,3 +163,20 @@ def digest_of(source: list[str], trace_id: str) -> None:
     group = groups[("rubric", "cites_a_source")]
     assert trace_id in {e["trace_id"] for e in group["examples"]}
     assert group["reasons"] and group["reasons"][0]["count"] >= 1
+
+
+def reviewed_canaries(processor: Any) -> None:
+    """The canaries of a processor whose cases are the reviewers' labels (one passing, two
+    failing runs) judged by a judge that passes everything: TPR 1, TNR 0."""
+    import time
+
+    canaries = processor.canaries
+    assert canaries is not None
+    deadline = time.monotonic() + 120
+    while len(getattr(canaries.states.get("rubric"), "window", ())) < 6:
+        assert time.monotonic() < deadline, processor.health().get("canaries")
+        time.sleep(0.1)
+    state = canaries.states["rubric"]
+    assert (len(state.passing), len(state.failing)) == (1, 2)
+    report = processor.health()["canaries"]["rubric"]
+    assert report["true_positive_rate"] == 1.0 and report["true_negative_rate"] == 0.0

@@ -34,7 +34,7 @@ from otel_scorers.scorers.cases import LabelledCase, band_of, case_from_record
 from otel_scorers.scorers.run import ScorerRun
 
 __all__ = ["KINDS", "captured_run", "labelled", "ours_span", "reviewed_cases", "span_for",
-           "span_run"]
+           "span_run", "time_ns"]
 
 KINDS = ("rubric", "prompt_alignment", "faithfulness")
 
@@ -165,11 +165,13 @@ def _readable(span: Mapping[str, Any]) -> ReadableSpan:
         name=str(span.get("name") or ""),
         context=SpanContext(trace_id, span_id, is_remote=False,
                             trace_flags=TraceFlags(TraceFlags.SAMPLED)),
-        parent=parent, attributes=attributes, start_time=_ns(span.get("start_time")),
-        end_time=_ns(span.get("end_time")))
+        parent=parent, attributes=attributes, start_time=time_ns(span.get("start_time")),
+        end_time=time_ns(span.get("end_time")))
 
 
-def _ns(text: Any) -> int | None:
+def time_ns(text: Any) -> int | None:
+    """An ISO 8601 time (``Z`` or an offset) in nanoseconds since the epoch (``None``: not
+    one)."""
     if not isinstance(text, str):
         return None
     try:

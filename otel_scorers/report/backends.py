@@ -10,6 +10,7 @@ from typing import Any
 
 from otel_scorers import background_loop, safe_json
 from otel_scorers.backends.base import IDENTIFIER
+from otel_scorers.backends.labels import time_ns
 from otel_scorers.errors import ConfigError
 from otel_scorers.report.records import MAX_REASON_CHARS, Evaluation
 from otel_scorers.report.sources import SourceError
@@ -22,15 +23,6 @@ MAX_READ = 5_000
 
 def _iso(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, timezone.utc).isoformat()
-
-
-def _ns(text: Any) -> int | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1e9)
-    except ValueError:
-        return None
 
 
 def _flag(value: Any) -> bool | None:
@@ -100,7 +92,7 @@ class PhoenixSource:
         ends: dict[str, int] = {}
         for span in spans:
             context = span.get("context")
-            when = _ns(span.get("end_time"))
+            when = time_ns(span.get("end_time"))
             if isinstance(context, dict) and isinstance(context.get("span_id"), str) and when:
                 ends[context["span_id"]] = when
         found = []
@@ -164,7 +156,7 @@ def _assessments(info: Mapping[str, Any], start_ns: int, end_ns: int) -> list[Ev
         if not isinstance(source, dict) or source.get("source_id") != IDENTIFIER or \
                 not isinstance(feedback, dict) or not isinstance(metadata, dict):
             continue
-        when = _ns(assessment.get("create_time")) or 0
+        when = time_ns(assessment.get("create_time")) or 0
         evaluation = from_metadata(
             scorer=str(assessment.get("assessment_name")), score=feedback.get("value"),
             label=None, reason=assessment.get("rationale"), time_ns=when, metadata=metadata)

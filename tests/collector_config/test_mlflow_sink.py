@@ -30,7 +30,7 @@ from otel_scorers.pipeline import ScoringSpanProcessor
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
 from tests.servers import call, running_mlflow
-from tests.support import digest_of, free_port, genai_attributes
+from tests.support import digest_of, free_port, genai_attributes, reviewed_canaries
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -211,17 +211,7 @@ def test_calibrate_and_the_canaries_read_the_reviewers_feedback_from_mlflow(
     # the live canaries hold the judge to the same labels (issue 36.1): this judge passes all
     monkeypatch.setenv("OTEL_SCORERS_CANARY_FILE", "mlflow")
     monkeypatch.setenv("OTEL_SCORERS_CANARY_INTERVAL_S", "0.1")
-    processor = make_processor([RubricScorer(judge, "- greets the user")])
-    canaries = processor.canaries
-    assert canaries is not None
-    deadline = time.monotonic() + 120
-    while len(getattr(canaries.states.get("rubric"), "window", ())) < 6:
-        assert time.monotonic() < deadline, processor.health().get("canaries")
-        time.sleep(0.1)
-    state = canaries.states["rubric"]
-    assert (len(state.passing), len(state.failing)) == (1, 2)
-    report = processor.health()["canaries"]["rubric"]
-    assert report["true_positive_rate"] == 1.0 and report["true_negative_rate"] == 0.0
+    reviewed_canaries(make_processor([RubricScorer(judge, "- greets the user")]))
 
 
 def test_mlflow_stopped_mid_run_then_restarted_loses_nothing_and_writes_each_result_once(
