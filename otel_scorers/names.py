@@ -31,6 +31,13 @@ EVALUATION_OPERATION: Final = "evaluation"
 EVALUATION_SPAN_PREFIX: Final = "gen_ai.evaluation"
 #: The instrumentation scope of everything this library emits; the processor never scores it.
 SCOPE_NAME: Final = "otel_scorers"
+#: A selected run a scorer did not judge (its queue was full, its judge budget spent) gets a
+#: child span ``"otel_scorers.unjudged <scorer>"``, at most one per scorer and decision every
+#: :data:`UNJUDGED_MARK_INTERVAL_S`: examples of those runs, for the alerts about them to link to.
+UNJUDGED_SPAN_PREFIX: Final = "otel_scorers.unjudged"
+UNJUDGED_MARK_INTERVAL_S: Final = 10.0
+#: Each judge canary verdict is a span of a trace of its own, ``"otel_scorers.canary <scorer>"``.
+CANARY_SPAN_PREFIX: Final = "otel_scorers.canary"
 
 # -- This library's attributes --------------------------------------------------------------------
 # On an evaluation span they appear as written (``otel_scorers.score``); on an enriched span
@@ -51,6 +58,14 @@ ATTR_ERROR_TYPE: Final = "error.type"
 ATTR_ERROR_MESSAGE: Final = "error.message"
 ATTR_CACHED: Final = "cached"
 ATTR_SAMPLE_RATE: Final = "sample_rate"          # the effective ratio a paced run was sampled at
+# On unjudged markers and canary spans (never evaluation spans: no gen_ai.evaluation.name)
+ATTR_SCORER: Final = "scorer"                    # the scorer a marker or canary is about
+ATTR_DECISION: Final = "decision"                # dropped|budget_exhausted (unjudged marker)
+ATTR_DECISION_REASON: Final = "decision.reason"  # queue_full, ... (the decision's reason)
+ATTR_CANARY_CASE: Final = "canary.case"          # the labelled case's id
+ATTR_CANARY_EXPECTED: Final = "canary.expected"  # pass|fail: its label
+ATTR_CANARY_JUDGED: Final = "canary.judged"      # pass|fail|error: the judge's verdict
+ATTR_CANARY_AGREES: Final = "canary.agrees"      # bool: the verdict matches the label
 # Rubric, per criterion: otel_scorers.criterion.<id>.{description,required,satisfied,reasoning}
 ATTR_CRITERION: Final = "criterion"
 ATTR_CRITERIA_IDS: Final = "criteria.ids"

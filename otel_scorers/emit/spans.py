@@ -4,10 +4,19 @@ An ended span cannot be changed, so each scorer's result becomes a new span, a c
 evaluated span (``gen_ai.evaluation <scorer>``), and a log event carrying the evaluated span's
 trace and span ids. Both come from this library's instrumentation scope, which the processor
 never selects.
+
+Two more kinds of span give an alert something to link to where no evaluation exists: a
+selected run a scorer did not judge (queue full, budget spent) gets an
+``otel_scorers.unjudged <scorer>`` child span, sampled in time (one per scorer and decision
+every :data:`~otel_scorers.names.UNJUDGED_MARK_INTERVAL_S`: an overload must not double the
+export load it is part of); and each judge canary verdict is an ``otel_scorers.canary
+<scorer>`` span of a trace of its own, with its case, label, verdict and the judge's reasons.
+Neither carries ``gen_ai.evaluation.name``: nothing that reads evaluations counts them.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +68,8 @@ class Emitter:
         self._tracer_provider = tracer_provider
         self._logger_provider = logger_provider
         self._tracer: trace.Tracer | None = None
+        #: (scorer, decision) -> when its last unjudged marker went out (monotonic seconds)
+        self._marked: dict[tuple[str, str], float] = {}
 
     def _get_tracer(self) -> trace.Tracer:
         if self._tracer is None:  # resolved late: the global provider may be set after us
@@ -113,6 +124,55 @@ class Emitter:
             logger = get_logger(n.SCOPE_NAME, __version__, logger_provider=self._logger_provider)
             logger.emit(event_name=n.GEN_AI_EVALUATION_RESULT_EVENT, context=parent,
                         timestamp=end_ns, attributes=event_attrs)
+
+
+    def unjudged(self, subject: Subject, scorer: str, decision: str, reason: str | None,
+                 *, agent: str | None = None) -> bool:
+        """A marker span on ``subject``: ``scorer`` did not judge it (``decision``, ``reason``),
+        unless one went out for that scorer and decision less than
+        :data:`~otel_scorers.names.UNJUDGED_MARK_INTERVAL_S` ago. Whether one went out."""
+        if not self.spans:
+            return False
+        now = time.monotonic()
+        key = (scorer, decision)
+        last = self._marked.get(key)
+        if last is not None and now - last < n.UNJUDGED_MARK_INTERVAL_S:
+            return False
+        self._marked[key] = now  # (two threads at once: at worst two markers)
+        attrs: dict[str, Any] = {n.PREFIX + n.ATTR_SCORER: scorer,
+                                 n.PREFIX + n.ATTR_DECISION: decision,
+                                 n.PREFIX + n.ATTR_EVALUATED_SPAN_ID:
+                                     f"{subject.context.span_id:016x}",
+                                 n.PREFIX + n.ATTR_EVALUATED_SPAN_NAME: subject.name}
+        if reason is not None:
+            attrs[n.PREFIX + n.ATTR_DECISION_REASON] = reason
+        if agent is not None:
+            attrs[n.GEN_AI_AGENT_NAME] = agent
+        parent = trace.set_span_in_context(NonRecordingSpan(subject.context), Context())
+        self._get_tracer().start_span(f"{n.UNJUDGED_SPAN_PREFIX} {scorer}", context=parent,
+                                      attributes=attrs).end()
+        return True
+
+    def canary(self, result: ScoreResult, *, case: str, expected: str, judged: str,
+               start_ns: int) -> None:
+        """The span of one judge canary verdict: ``case`` (its id), labelled ``expected``,
+        judged ``judged`` (``pass``, ``fail`` or ``error``), with the judge's result as an
+        evaluation span carries it (its reasons as the content policy allows)."""
+        if not self.spans:
+            return
+        attrs = {**result_attributes(result, n.PREFIX, self.policy),
+                 n.PREFIX + n.ATTR_SCORER: result.scorer,
+                 n.PREFIX + n.ATTR_CANARY_CASE: case,
+                 n.PREFIX + n.ATTR_CANARY_EXPECTED: expected,
+                 n.PREFIX + n.ATTR_CANARY_JUDGED: judged,
+                 n.PREFIX + n.ATTR_CANARY_AGREES: expected == judged}
+        tracer = self._get_tracer()
+        span = tracer.start_span(f"{n.CANARY_SPAN_PREFIX} {result.scorer}", context=Context(),
+                                 attributes=fit_attributes(attrs, _attribute_limit(tracer)),
+                                 start_time=start_ns)
+        if result.error is not None:
+            span.set_status(Status(StatusCode.ERROR, result.error.type))
+        span.end()
 
 
 def _attribute_limit(tracer: trace.Tracer) -> int | None:

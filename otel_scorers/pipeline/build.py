@@ -174,6 +174,7 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
         enriched=enriched[0] if enriched else None,
         emitter=Emitter(tracer_provider=tracer_provider, logger_provider=logger_provider,
                         policy=policy, spans=settings.evaluation_spans, events=settings.events))
+    canaries[0].emit = emission.emitter.canary  # each verdict's span
     asker = Asker(timeout_s=settings.evaluation_timeout_s, fuse=settings.fuse_judge_calls,
                   isolated=IsolatedScorers({slot.name: slot.scorer for slot in every
                                             if getattr(slot.scorer, "kind", "llm") != "code"})
@@ -252,8 +253,7 @@ def resolve_settings(arguments: Mapping[str, Any], config: str | Path | None
     """Settings from ``arguments`` (``None`` values dropped) over env over file over defaults,
     and the problems of the environment: when there are some, the settings leave the
     environment out (the caller turns scoring off; it never judges with half a setup)."""
-    unknown = sorted(set(arguments) - ARGUMENTS)
-    if unknown:
+    if unknown := sorted(set(arguments) - ARGUMENTS):
         raise TypeError(f"ScoringSpanProcessor() got unexpected keyword arguments "
                         f"{', '.join(map(repr, unknown))}; the settings it takes are "
                         f"{', '.join(sorted(ARGUMENTS))} (docs/configuration.md)")

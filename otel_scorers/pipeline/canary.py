@@ -21,8 +21,11 @@ Canaries run off the application's thread, on the library's background loop, thr
 scorer's own judge client, inside its rate limit and its hourly budget, and spend at most
 ``canary.budget_share`` of that budget (a round that would exceed it is skipped, counted).
 Their results never reach the application's evaluation spans, events, score metrics or
-sinks: only the canary metrics. A scorer type without labelled cases (a custom one, or
-``checks``, decided in code) has no canaries; that is said once, never guessed.
+sinks: only the canary metrics, and one ``otel_scorers.canary <scorer>`` span per verdict, in
+a trace of its own (its case, label, verdict and the judge's reasons: the ``JudgeDrift``
+alert links to the ones that disagree with their label). A scorer type without labelled
+cases (a custom one, or ``checks``, decided in code) has no canaries; that is said once, never
+guessed.
 """
 
 from __future__ import annotations
@@ -119,6 +122,8 @@ class Canaries:
                  log_once: Callable[[str, str], None], reviewed: Reviewed | None = None) -> None:
         self.settings, self._record, self._log_once = settings, record, log_once
         self._reviewed = reviewed
+        #: each verdict's span (``Emitter.canary``; set by the builder once the emitter exists)
+        self.emit: Callable[..., None] | None = None
         self._loaded_at: float | None = None
         self.states: dict[str, CanaryState] = {}
         self._task: Future[None] | None = None
@@ -220,6 +225,7 @@ class Canaries:
             return
         expected = "pass" if expected_pass(case) else "fail"
         judge = scorer_for(case, scorer.judge, getattr(scorer, "examples", None))
+        start_ns = time.time_ns()
         result = await judge.arun(case.scorer_run())
         usage = result.judge
         if usage is not None:
@@ -229,13 +235,15 @@ class Canaries:
             if state.spend is not None:
                 state.spend.spend(tokens, cost)
         verdict = judged_pass(case, Outcome.of(case, result))
-        if result.error is not None or verdict is None:
-            self._count(state, "error")
-            self._record(slot.name, model, expected, "error")
-            return
-        self._count(state, "judged")
-        state.window.append((expected == "pass", verdict))
-        self._record(slot.name, model, expected, "pass" if verdict else "fail")
+        judged = "error" if result.error is not None or verdict is None else \
+            "pass" if verdict else "fail"
+        self._count(state, "error" if judged == "error" else "judged")
+        if verdict is not None and judged != "error":
+            state.window.append((expected == "pass", verdict))
+        self._record(slot.name, model, expected, judged)
+        if self.emit is not None:
+            self.emit(result.model_copy(update={"scorer": slot.name}), case=case.id,
+                      expected=expected, judged=judged, start_ns=start_ns)
 
     def _count(self, state: CanaryState, outcome: str) -> None:
         state.counts[outcome] = state.counts.get(outcome, 0) + 1

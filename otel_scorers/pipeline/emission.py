@@ -54,8 +54,12 @@ class Emission:
         self.metrics.reset_after_fork()
 
     # -- decisions without a result ---------------------------------------------------------
-    def budget_spent(self, slot: Slot) -> None:
+    def budget_spent(self, slot: Slot, subject: Subject | None = None,
+                     agent: str | None = None) -> None:
         self.counts.add(slot.name, Decision.BUDGET_EXHAUSTED)
+        if subject is not None:  # an example of the skipped runs, for the alert's link
+            self.emitter.unjudged(subject, slot.name, Decision.BUDGET_EXHAUSTED, None,
+                                  agent=agent)
         self.log_once(f"budget:{slot.name}", f"otel-scorers: the judge budget of scorer "
                       f"{slot.name} is spent for this hour: runs are skipped (decision "
                       "budget_exhausted) until it frees up. To fix: raise "

@@ -151,7 +151,7 @@ class Evaluation:
         attributes: dict[str, Any] = {}
         try:
             if plan.step == "budget":
-                self.emission.budget_spent(slot)
+                self.emission.budget_spent(slot, subject, captured.agent)
                 counted = True
                 return None
             start_ns = time.time_ns()

@@ -59,7 +59,8 @@ class Flow:
                                log_side=lambda: self.log_side is not None,
                                unselected=Unselected(self.per_agent),
                                keep_steps=parts.evaluation.reader.steps,
-                               sessions=parts.sessions)
+                               sessions=parts.sessions,
+                               mark=parts.evaluation.emission.emitter.unjudged)
         self.worker: Worker[AnyJob] = Worker(
             self._handle, queue_size=queue_size, concurrency=concurrency,
             periodic=self._periodic, admit=self.decider.decide, rejected=self.decider.dropped)

@@ -2,13 +2,17 @@
 judge that changes behaviour mid-run (it starts passing the failing cases), scraped by real
 Prometheus with the shipped rules, their windows shortened for a test that lasts a minute
 (6 h -> 15 s, 7 d -> 10 min, ``for: 30m`` -> 0 s, 16 verdicts -> 8): the canary agreement
-drops and ``OtelScorersJudgeDrift`` fires for that scorer and judge model, not before."""
+drops and ``OtelScorersJudgeDrift`` fires for that scorer and judge model, not before. Its
+``failing_runs`` link, opened on the real Jaeger the application sends its spans to, returns the
+canary verdicts that disagree with their label, and only those (issue 37.1)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +20,7 @@ import pytest
 
 from otel_scorers.calibration import bundled_cases
 from otel_scorers.testing import ScriptedJudgeServer
-from tests.binaries import CONFIG, eventually, get_json, prometheus
+from tests.binaries import CONFIG, eventually, get_json, jaeger, prometheus, tags
 from tests.calibration.labelled_judge import labelled_responder
 from tests.support import free_port
 
@@ -26,10 +30,11 @@ HERE = Path(__file__).parent
 CASES = bundled_cases()
 
 
-def short_rules(work: Path) -> Path:
+def short_rules(work: Path, jaeger_ui: str) -> Path:
     text = (CONFIG / "prometheus" / "otel-scorers.rules.yml").read_text()
     for long, short in (("[6h]", "[15s]"), ("[7d]", "[10m]"),
-                        ("canary_verdicts:increase6h >= 16", "canary_verdicts:increase6h >= 8")):
+                        ("canary_verdicts:increase6h >= 16", "canary_verdicts:increase6h >= 8"),
+                        ('jaeger: "http://localhost:16686"', f'jaeger: "{jaeger_ui}"')):
         assert long in text, long
         text = text.replace(long, short)
     drift = text.index("alert: OtelScorersJudgeDrift")
@@ -55,12 +60,43 @@ def test_a_judge_that_changes_makes_the_drift_alert_fire(
         judge_server: ScriptedJudgeServer, tmp_path: Path) -> None:
     judge_server.responder = labelled_responder(CASES)  # the judge as measured
     port = free_port()
+    with jaeger(tmp_path) as store:
+        firing = drift(judge_server, tmp_path, port, store.addresses)
+        link = firing[0]["annotations"]["failing_runs"]
+        assert link.startswith(f"{store.addresses['query']}/search?")
+        query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(link).query))
+        assert query["service"] == "canary-app" and json.loads(query["tags"]) == {
+            "otel_scorers.scorer": "rubric", "otel_scorers.canary.agrees": "false"}
+        every = eventually(lambda: [s for t in get_json(
+            f"{store.addresses['query']}/api/traces", service="canary-app",
+            limit=1000, lookback="1h")["data"] for s in t["spans"]], timeout_s=30,
+            what="the canary spans")
+        found = eventually(lambda: get_json(f"{store.addresses['query']}/api/traces",
+                                            **query)["data"], timeout_s=30,
+                           what="the disagreeing canary verdicts in Jaeger")
+    spans = [tags(s) for t in found for s in t["spans"]]
+    assert spans and all(s["otel_scorers.canary.agrees"] is False and
+                         s["otel_scorers.canary.judged"] != s["otel_scorers.canary.expected"]
+                         for s in spans)
+    # the flipped judge passes the failing cases: those are the disagreeing verdicts, each with
+    # its case and the judge's reasons; the agreeing ones exist and are not linked
+    assert {s["otel_scorers.canary.expected"] for s in spans} == {"fail"}
+    assert all(s["otel_scorers.canary.case"] and s["otel_scorers.scorer"] == "rubric"
+               for s in spans)
+    assert any(tags(s)["otel_scorers.canary.agrees"] is True for s in every)
+    assert {s["operationName"] for s in every} == {"otel_scorers.canary rubric"}
+
+
+def drift(judge_server: ScriptedJudgeServer, tmp_path: Path, port: int,
+          store: dict[str, str]) -> list[dict[str, Any]]:
+    """The drift alert fired by a judge that changes, the application's spans sent to
+    ``store`` (a Jaeger's addresses): the firing alerts."""
     app = subprocess.Popen([sys.executable, str(HERE / "canary_app.py"), judge_server.url,
-                            str(port)], stdout=subprocess.PIPE, text=True)
+                            str(port), store["otlp_grpc"]], stdout=subprocess.PIPE, text=True)
     try:
         assert app.stdout is not None and app.stdout.readline().strip() == "ready"
         with prometheus(tmp_path, {"canary-app": f"127.0.0.1:{port}"}, honor_labels=False,
-                        rules=short_rules(tmp_path)) as base:
+                        rules=short_rules(tmp_path, store["query"])) as base:
             eventually(lambda: (agreement(base) or 0) >= 0.99, timeout_s=90,
                        what="the canaries agree with their labels")
             time.sleep(15)  # a baseline: a quarter of a minute of agreeing verdicts
@@ -77,3 +113,4 @@ def test_a_judge_that_changes_makes_the_drift_alert_fire(
     labels = firing[0]["labels"]
     assert labels["scorer"] == "rubric" and labels["judge_model"] == "openai/gpt-4o-mini"
     assert labels["job"] == "canary-app" and labels["severity"] == "warning"
+    return firing

@@ -71,8 +71,19 @@ def test_canaries_watch_the_judge_and_see_it_change(
                               judged="pass") >= before + 6, "the changed judge's verdicts")
     report = processor.health()["canaries"]["rubric"]
     assert report["true_negative_rate"] < 1.0 and report["true_positive_rate"] == 1.0
-    # never the application's: no evaluation span, no score, no decision
+    # never the application's: no evaluation span, no score, no decision; each verdict is a
+    # canary span of a trace of its own, with its case, label, verdict and the judge's reasons
     assert telemetry.evaluation_spans() == []
+    canary = [span for span in telemetry.spans() if span.name == "otel_scorers.canary rubric"]
+    assert len(canary) >= 24 and all(span.parent is None for span in canary)
+    disagreeing = [dict(span.attributes or {}) for span in canary
+                   if (span.attributes or {})["otel_scorers.canary.agrees"] is False]
+    assert disagreeing and all(a["otel_scorers.canary.expected"] == "fail" and
+                               a["otel_scorers.canary.judged"] == "pass" and
+                               a["otel_scorers.canary.case"] in {c.id for c in CASES} and
+                               a["otel_scorers.scorer"] == "rubric" for a in disagreeing)
+    assert len(disagreeing) >= 6  # the changed judge's verdicts above
+    assert all("gen_ai.evaluation.name" not in (span.attributes or {}) for span in canary)
     assert telemetry.metric_value("otel_scorers.evaluations") is None
     assert processor.stats()["rubric"] == {}
 
