@@ -146,9 +146,9 @@ def processor_from_env(monkeypatch: Any, judge_server: Any, telemetry: Telemetry
     return processor
 
 
-def digest_of(source: list[str], trace_id: str) -> None:
+def digest_of(source: list[str], trace_id: str) -> str:
     """``otel-scorers report`` from a backend: the failing rubric criterion, its reason and
-    this trace among its examples."""
+    this trace among its examples; the example's link."""
     from click.testing import CliRunner
 
     from otel_scorers.cli import main
@@ -161,8 +161,10 @@ def digest_of(source: list[str], trace_id: str) -> None:
     assert rubric and rubric[0]["failures"] >= 1, digest
     groups = {(g["scorer"], g["criterion"]): g for g in digest["groups"]}
     group = groups[("rubric", "cites_a_source")]
-    assert trace_id in {e["trace_id"] for e in group["examples"]}
+    links = {e["trace_id"]: e["link"] for e in group["examples"]}
+    assert trace_id in links
     assert group["reasons"] and group["reasons"][0]["count"] >= 1
+    return str(links[trace_id])
 
 
 def reviewed_canaries(processor: Any) -> None:

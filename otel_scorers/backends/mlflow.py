@@ -45,7 +45,7 @@ from otel_scorers.policy import ContentPolicy
 from otel_scorers.registry import Backend, option
 from otel_scorers.scorers.cases import LabelledCase
 
-__all__ = ["MLFLOW", "MLflowSettings", "MLflowSink", "mlflow_cases"]
+__all__ = ["MLFLOW", "LabelReader", "MLflowSettings", "MLflowSink", "mlflow_cases"]
 
 #: What an assessment id may be (MLflow's are ``a-<32 hex>``).
 _ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
@@ -147,7 +147,7 @@ class MLflowSink:
 
 
 # -- reviewers' labels --------------------------------------------------------------------------
-class _Reader:
+class LabelReader:
     """The few REST calls reading labels needs (search traces, a trace with its spans)."""
 
     def __init__(self, tracking_uri: str) -> None:
@@ -214,10 +214,10 @@ def mlflow_cases(tracking_uri: str, experiment: str, *, max_traces: int = 5_000
                  ) -> tuple[list[LabelledCase], list[str]]:
     """The cases the human feedback (assessments with source type ``HUMAN``) on the traces of
     ``experiment`` makes, and notes on what was left out."""
-    return background_loop.run_sync(_cases(_Reader(tracking_uri), experiment, max_traces))
+    return background_loop.run_sync(_cases(LabelReader(tracking_uri), experiment, max_traces))
 
 
-async def _cases(reader: _Reader, experiment: str, max_traces: int
+async def _cases(reader: LabelReader, experiment: str, max_traces: int
                  ) -> tuple[list[LabelledCase], list[str]]:
     from google.protobuf import json_format
 
@@ -238,7 +238,7 @@ async def _cases(reader: _Reader, experiment: str, max_traces: int
                    for why, count in sorted(notes.items())]
 
 
-async def _trace_cases(reader: _Reader, info: Mapping[str, Any], notes: dict[str, int]
+async def _trace_cases(reader: LabelReader, info: Mapping[str, Any], notes: dict[str, int]
                        ) -> list[LabelledCase]:
     """The cases of one trace's human assessments (each reviewer's its own case)."""
     found = info.get("assessments")

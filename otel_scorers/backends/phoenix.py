@@ -37,7 +37,7 @@ from otel_scorers.policy import ContentPolicy
 from otel_scorers.registry import Backend, option
 from otel_scorers.scorers.cases import LabelledCase
 
-__all__ = ["PHOENIX", "PhoenixSettings", "PhoenixSink", "phoenix_cases"]
+__all__ = ["PHOENIX", "LabelReader", "PhoenixSettings", "PhoenixSink", "phoenix_cases"]
 
 #: Phoenix's limit on one request body is generous; this keeps one post small.
 MAX_BATCH = 100
@@ -105,7 +105,7 @@ class PhoenixSink:
 
 
 # -- reviewers' labels --------------------------------------------------------------------------
-class _Reader:
+class LabelReader:
     """The few REST calls reading labels needs, bounded."""
 
     def __init__(self, endpoint: str, project: str, api_key: str | None) -> None:
@@ -144,6 +144,12 @@ class _Reader:
             seen.add(cursor)
         return out[:limit]
 
+    async def project_id(self) -> str | None:
+        """The project's id in Phoenix (its UI addresses pages by it); ``None``: none."""
+        data = (await self.get(f"/v1/projects/{self.project}", [])).get("data")
+        ident = data.get("id") if isinstance(data, dict) else None
+        return ident if isinstance(ident, str) and 0 < len(ident) <= 200 else None
+
     async def spans(self, limit: int) -> list[dict[str, Any]]:
         return await self.listing(f"/v1/projects/{self.project}/spans", [], limit)
 
@@ -161,10 +167,10 @@ class _Reader:
 def phoenix_cases(endpoint: str, project: str = "default", *, api_key: str | None = None,
                   max_spans: int = 20_000) -> tuple[list[LabelledCase], list[str]]:
     """The cases the human annotations of ``project`` make, and notes on what was left out."""
-    return background_loop.run_sync(_cases(_Reader(endpoint, project, api_key), max_spans))
+    return background_loop.run_sync(_cases(LabelReader(endpoint, project, api_key), max_spans))
 
 
-async def _cases(reader: _Reader, max_spans: int) -> tuple[list[LabelledCase], list[str]]:
+async def _cases(reader: LabelReader, max_spans: int) -> tuple[list[LabelledCase], list[str]]:
     spans = [s for s in await reader.spans(max_spans) if _ids(s) is not None]
     by_trace: dict[str, list[dict[str, Any]]] = {}
     by_id: dict[str, dict[str, Any]] = {}

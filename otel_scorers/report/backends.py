@@ -4,6 +4,8 @@ the backends' own bounded readers."""
 
 from __future__ import annotations
 
+import re
+import urllib.parse
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -12,6 +14,7 @@ from otel_scorers import background_loop, safe_json
 from otel_scorers.backends.base import IDENTIFIER
 from otel_scorers.backends.labels import time_ns
 from otel_scorers.errors import ConfigError
+from otel_scorers.http import shown_url
 from otel_scorers.report.records import MAX_REASON_CHARS, Evaluation
 from otel_scorers.report.sources import SourceError
 
@@ -19,6 +22,9 @@ __all__ = ["MLflowSource", "PhoenixSource", "from_metadata"]
 
 #: The most spans (Phoenix) or traces (MLflow) one digest reads.
 MAX_READ = 5_000
+#: An OTel trace id as the sinks write it: only such ids become links (a record is read back
+#: from a server: nothing else of it goes into a URL).
+_HEX = re.compile(r"[0-9a-f]{32}")
 
 
 def _iso(ns: int) -> str:
@@ -69,13 +75,14 @@ class PhoenixSource:
 
     def __init__(self, endpoint: str, project: str = "default", api_key: str | None = None
                  ) -> None:
-        from otel_scorers.backends.phoenix import _Reader
+        from otel_scorers.backends.phoenix import LabelReader
 
         try:
-            self.reader = _Reader(endpoint, project, api_key)
+            self.reader = LabelReader(endpoint, project, api_key)
         except ConfigError as exc:
             raise SourceError(str(exc)) from None
         self.endpoint, self.project = self.reader.base, project
+        self.project_id: str | None = None  # read with the results: the UI's trace pages
 
     def read(self, start_ns: int, end_ns: int) -> tuple[list[Evaluation], list[str]]:
         try:
@@ -84,6 +91,7 @@ class PhoenixSource:
             raise SourceError(str(exc)) from None
 
     async def _read(self, start_ns: int, end_ns: int) -> tuple[list[Evaluation], list[str]]:
+        self.project_id = await self.reader.project_id()
         spans = await self.reader.listing(
             f"/v1/projects/{self.reader.project}/spans",
             [("start_time", _iso(start_ns)), ("end_time", _iso(end_ns))], MAX_READ)
@@ -112,7 +120,11 @@ class PhoenixSource:
         return found, notes
 
     def trace_link(self, trace_id: str) -> str | None:
-        return None  # Phoenix's trace pages are addressed by its own ids
+        """The trace's page in Phoenix's UI (its project's id, the OTel trace id)."""
+        if self.project_id is None or not _HEX.fullmatch(trace_id):
+            return None
+        return (f"{shown_url(self.endpoint)}/projects/"
+                f"{urllib.parse.quote(self.project_id, safe='')}/traces/{trace_id}")
 
 
 class MLflowSource:
@@ -121,10 +133,10 @@ class MLflowSource:
     name = "mlflow"
 
     def __init__(self, tracking_uri: str, experiment: str) -> None:
-        from otel_scorers.backends.mlflow import _Reader
+        from otel_scorers.backends.mlflow import LabelReader
 
         try:
-            self.reader = _Reader(tracking_uri)
+            self.reader = LabelReader(tracking_uri)
         except ConfigError as exc:
             raise SourceError(str(exc)) from None
         self.experiment = experiment
@@ -142,7 +154,14 @@ class MLflowSource:
         return found, notes
 
     def trace_link(self, trace_id: str) -> str | None:
-        return None
+        """The trace in the experiment's traces page of MLflow's UI (as its own "View trace"
+        links it: the MLflow trace id, ``tr-`` and the OTel trace id)."""
+        if not _HEX.fullmatch(trace_id):
+            return None
+        ident = f"tr-{trace_id}"
+        query = urllib.parse.urlencode({"selectedEvaluationId": ident, "traceId": ident})
+        return (f"{shown_url(self.reader.base)}/#/experiments/"
+                f"{urllib.parse.quote(self.experiment, safe='')}/traces?{query}")
 
 
 def _assessments(info: Mapping[str, Any], start_ns: int, end_ns: int) -> list[Evaluation]:

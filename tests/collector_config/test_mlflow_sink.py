@@ -112,7 +112,17 @@ def test_live_evaluations_become_assessments_on_the_trace(
     assert processor.health()["sinks"]["mlflow"]["written"] == 2
     processor.shutdown()
     # the failure digest reads them back (issue 37.4)
-    digest_of(["--mlflow", base, "--experiment", experiment], f"{context.trace_id:032x}")
+    link = digest_of(["--mlflow", base, "--experiment", experiment], f"{context.trace_id:032x}")
+    # its example links to the trace in the experiment's traces page of MLflow's UI, by the id
+    # MLflow's API knows it by
+    trace = f"tr-{context.trace_id:032x}"
+    assert link == (f"{base}/#/experiments/{experiment}/traces?selectedEvaluationId={trace}"
+                    f"&traceId={trace}")
+    info = call(base, "GET", f"/api/3.0/mlflow/traces/{trace}")
+    assert info["trace"]["trace_info"]["trace_location"]["mlflow_experiment"][
+        "experiment_id"] == experiment
+    with urllib.request.urlopen(link, timeout=30) as page:  # the UI serves the page
+        assert page.status == 200 and "text/html" in page.headers["Content-Type"]
 
 
 

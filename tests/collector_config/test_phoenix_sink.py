@@ -27,7 +27,7 @@ from otel_scorers.judge.client import JudgeClient
 from otel_scorers.pipeline import ScoringSpanProcessor
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.testing import ScriptedJudgeServer, judge_responder
-from tests.servers import get, running_phoenix
+from tests.servers import call, get, running_phoenix
 from tests.support import free_port, genai_attributes, reviewed_canaries
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -123,7 +123,18 @@ def test_live_evaluations_become_span_annotations(
     # the failure digest reads them back (issue 37.4)
     from tests.support import digest_of
 
-    digest_of(["--phoenix", phoenix], metadata["trace_id"])
+    link = digest_of(["--phoenix", phoenix], metadata["trace_id"])
+    # its example links to the trace's page in Phoenix's UI: the project's id and the trace id
+    # there resolve, through Phoenix's own API, to that trace
+    project = get(f"{phoenix}/v1/projects/default")["data"]["id"]
+    assert link == f"{phoenix}/projects/{project}/traces/{metadata['trace_id']}"
+    query = ('query($id: ID!, $trace: ID!) { node(id: $id) { ... on Project { '
+             'trace(traceId: $trace) { traceId } } } }')
+    answer = call(phoenix, "POST", "/graphql", {"query": query, "variables": {
+        "id": project, "trace": metadata["trace_id"]}})
+    assert answer["data"]["node"]["trace"] == {"traceId": metadata["trace_id"]}, answer
+    with urllib.request.urlopen(link, timeout=30) as page:  # the UI serves the page
+        assert page.status == 200 and "text/html" in page.headers["Content-Type"]
 
 
 def result(scorer: str, score: float) -> ScoreResult:
