@@ -92,6 +92,11 @@ CORE_PARAMS: tuple[Param, ...] = (
       "per hour per scorer"),
     P("sampling.budget_cost_per_hour", "OTEL_SCORERS_BUDGET_COST_PER_HOUR", "judge USD per "
       "hour per scorer"),
+    P("sampling.budget_tokens_per_day", "OTEL_SCORERS_BUDGET_TOKENS_PER_DAY", "judge tokens "
+      "per day per scorer: a ceiling over the last 24 hours, beside or instead of the hourly "
+      "budget (paced over the day too; per process: a restart starts it anew)"),
+    P("sampling.budget_cost_per_day", "OTEL_SCORERS_BUDGET_COST_PER_DAY", "judge USD per day "
+      "per scorer (as `budget_tokens_per_day`)"),
     P("sampling.pace_budget", "OTEL_SCORERS_PACE_BUDGET", "with a token or cost budget, "
       "spread it over its hour: the sampling ratio adapts to the traffic so the budget lasts, "
       "bursts thinned evenly (`otel_scorers.sampling.effective_ratio`, `sample_rate` on each "

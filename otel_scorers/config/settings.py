@@ -74,6 +74,8 @@ class SamplingSettings(StrictModel):
     rate_limit: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     budget_tokens_per_hour: int | None = Field(default=None, gt=0)
     budget_cost_per_hour: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    budget_tokens_per_day: int | None = Field(default=None, gt=0)
+    budget_cost_per_day: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     #: with a budget, spread it over its hour: the ratio adapts to the traffic (pipeline.sampling)
     pace_budget: bool = True
     salt: str = ""

@@ -170,11 +170,13 @@ class Canaries:
                 earlier.passing, earlier.failing = passing, failing
                 states[slot.name] = earlier
                 continue
-            budget = slot.sampler.budget
+            budget, share = slot.sampler.budget, settings.budget_share
             spend = None if budget is None else HourlyBudget(
-                None if budget.max_tokens is None else
-                max(1, int(budget.max_tokens * settings.budget_share)),
-                None if budget.max_cost is None else budget.max_cost * settings.budget_share)
+                None if budget.max_tokens is None else max(1, int(budget.max_tokens * share)),
+                None if budget.max_cost is None else budget.max_cost * share,
+                day_tokens=None if budget.day_tokens is None else
+                max(1, int(budget.day_tokens * share)),
+                day_cost=None if budget.day_cost is None else budget.day_cost * share)
             states[slot.name] = CanaryState(slot, passing, failing,
                                             deque(maxlen=settings.window), spend)
         self.states = states  # whole, for the readers on other threads

@@ -60,6 +60,15 @@ class Emission:
         if subject is not None:  # an example of the skipped runs, for the alert's link
             self.emitter.unjudged(subject, slot.name, Decision.BUDGET_EXHAUSTED, None,
                                   agent=agent)
+        budget = slot.sampler.budget
+        if budget is not None and budget.day_exhausted():
+            self.log_once(f"budget_day:{slot.name}", f"otel-scorers: the judge's per-day "
+                          f"ceiling of scorer {slot.name} is spent (the last 24 hours): runs "
+                          "are skipped (decision budget_exhausted) until it frees up. To fix: "
+                          "raise budget_tokens_per_day / budget_cost_per_day "
+                          "(OTEL_SCORERS_BUDGET_TOKENS_PER_DAY, "
+                          "OTEL_SCORERS_BUDGET_COST_PER_DAY), or sample less")
+            return
         self.log_once(f"budget:{slot.name}", f"otel-scorers: the judge budget of scorer "
                       f"{slot.name} is spent for this hour: runs are skipped (decision "
                       "budget_exhausted) until it frees up. To fix: raise "

@@ -14,6 +14,13 @@ first minutes and leaving the rest unscored. The effective ratio (the policy's r
 pacer's) is a gauge (``otel_scorers.sampling.effective_ratio``) and is stamped on every result
 (``otel_scorers.sample_rate``), so rates stay unbiased and counts can be weighted. The hard stop
 stays: a spent budget skips runs, counted ``budget_exhausted``.
+
+A per-day ceiling (``budget_tokens_per_day`` / ``budget_cost_per_day``) bounds the last 24 hours
+as the hourly budget bounds the last hour, alone or beside it: paced too (its share of a second
+is a 86,400th of it, so a day's ceiling alone spreads evenly over the day), and a hard stop when
+spent. Both are rolling windows of this process (hour buckets for the day): a restart starts them
+anew, so run one scoring process per budget (the gateway) where the ceiling must hold across
+restarts.
 """
 
 from __future__ import annotations
@@ -70,7 +77,8 @@ class Sampling:
     ``ratio`` of traces are judged; spans with error status use ``error_ratio`` when set;
     ``boosts`` override both for chosen attribute values (first match wins). ``rate_limit``
     caps evaluations per second; ``budget_tokens_per_hour`` / ``budget_cost_per_hour`` stop
-    judging for the rest of the hour once spent.
+    judging for the rest of the hour once spent, ``budget_tokens_per_day`` /
+    ``budget_cost_per_day`` for the rest of the (rolling) day.
     """
 
     ratio: float = 1.0
@@ -79,6 +87,8 @@ class Sampling:
     rate_limit: float | None = None
     budget_tokens_per_hour: int | None = None
     budget_cost_per_hour: float | None = None
+    budget_tokens_per_day: int | None = None
+    budget_cost_per_day: float | None = None
     pace_budget: bool = True
     salt: str = ""
 
@@ -116,8 +126,11 @@ class Sampler:
         self.policy = policy
         self.salt = _salt64(policy.salt) if policy.salt else 0
         self.limiter = RateLimiter(policy.rate_limit) if policy.rate_limit else None
-        self.budget = (HourlyBudget(policy.budget_tokens_per_hour, policy.budget_cost_per_hour)
-                       if policy.budget_tokens_per_hour or policy.budget_cost_per_hour else None)
+        self.budget = (HourlyBudget(policy.budget_tokens_per_hour, policy.budget_cost_per_hour,
+                                    day_tokens=policy.budget_tokens_per_day,
+                                    day_cost=policy.budget_cost_per_day)
+                       if policy.budget_tokens_per_hour or policy.budget_cost_per_hour
+                       or policy.budget_tokens_per_day or policy.budget_cost_per_day else None)
         self.pacer = Pacer(self.budget) if self.budget is not None and policy.pace_budget \
             else None
         #: trace id -> the effective ratio it was sampled at (bounded; read when emitting)
@@ -228,9 +241,13 @@ class Pacer:
         if judged < PACE_MIN_JUDGED or per_second <= 0:
             return 1.0
         ratio = 1.0
-        for limit, spent in ((self.budget.max_tokens, tokens), (self.budget.max_cost, cost)):
-            if limit is not None and spent > 0:
-                ratio = min(ratio, (limit / 3600.0) / (per_second * spent / judged))
+        budget = self.budget
+        for limit, seconds, spent in ((budget.max_tokens, 3600.0, tokens),
+                                      (budget.max_cost, 3600.0, cost),
+                                      (budget.day_tokens, 86_400.0, tokens),
+                                      (budget.day_cost, 86_400.0, cost)):
+            if limit is not None and spent > 0:  # (what a run costs: the last hour's mean)
+                ratio = min(ratio, (limit / seconds) / (per_second * spent / judged))
         return ratio
 
 
@@ -267,19 +284,23 @@ UNPRICED_MIN_USD_PER_CALL = 0.001
 
 
 class HourlyBudget:
-    """Tokens and cost spent over the last hour, in one-minute buckets.
+    """Tokens and cost spent over the last hour, in one-minute buckets, and with a per-day
+    ceiling (``day_tokens``, ``day_cost``) over the last 24 hours, in one-hour buckets.
 
     A call with no cost (a model missing from litellm's price table) is counted at
     :data:`UNPRICED_USD_PER_1K_TOKENS`, so a cost budget still trips; ``unpriced`` counts them.
     """
 
     def __init__(self, tokens: int | None, cost: float | None, *,
+                 day_tokens: int | None = None, day_cost: float | None = None,
                  clock: Any = time.monotonic) -> None:
         self.max_tokens = tokens
         self.max_cost = cost
+        self.day_tokens, self.day_cost = day_tokens, day_cost
         self.unpriced = 0
         self._clock = clock
         self._buckets: dict[int, list[float]] = {}
+        self._hours: dict[int, list[float]] = {}
         self._lock = threading.Lock()
 
     def reset_after_fork(self) -> None:
@@ -289,7 +310,8 @@ class HourlyBudget:
         return int(self._clock() // 60)
 
     def spend(self, tokens: int, cost: float | None) -> None:
-        if cost is None and self.max_cost is not None and tokens:
+        if cost is None and (self.max_cost is not None or self.day_cost is not None) \
+                and tokens:
             self.unpriced += 1
             cost = max(UNPRICED_MIN_USD_PER_CALL, tokens / 1000 * UNPRICED_USD_PER_1K_TOKENS)
         minute = self._minute()
@@ -300,6 +322,13 @@ class HourlyBudget:
             bucket[2] += 1
             for old in [m for m in self._buckets if m <= minute - 60]:
                 del self._buckets[old]
+            if self.day_tokens is not None or self.day_cost is not None:
+                hour = minute // 60
+                day = self._hours.setdefault(hour, [0.0, 0.0])
+                day[0] += tokens
+                day[1] += cost or 0.0
+                for old in [h for h in self._hours if h <= hour - 24]:
+                    del self._hours[old]
 
     def spent(self) -> tuple[float, float]:
         tokens, cost, _ = self.spent_with_count()
@@ -312,7 +341,28 @@ class HourlyBudget:
             live = [b for m, b in self._buckets.items() if m > minute - 60]
         return (sum(b[0] for b in live), sum(b[1] for b in live), int(sum(b[2] for b in live)))
 
+    def spent_today(self) -> tuple[float, float]:
+        """Tokens and cost of the last 24 hours (counted only with a per-day ceiling)."""
+        hour = self._minute() // 60
+        with self._lock:
+            live = [b for h, b in self._hours.items() if h > hour - 24]
+        return sum(b[0] for b in live), sum(b[1] for b in live)
+
     def exhausted(self) -> bool:
         tokens, cost = self.spent()
-        return bool((self.max_tokens is not None and tokens >= self.max_tokens)
-                    or (self.max_cost is not None and cost >= self.max_cost))
+        if (self.max_tokens is not None and tokens >= self.max_tokens) or \
+                (self.max_cost is not None and cost >= self.max_cost):
+            return True
+        if self.day_tokens is None and self.day_cost is None:
+            return False
+        tokens, cost = self.spent_today()
+        return bool((self.day_tokens is not None and tokens >= self.day_tokens)
+                    or (self.day_cost is not None and cost >= self.day_cost))
+
+    def day_exhausted(self) -> bool:
+        """Whether it is the day's ceiling that is spent (what the skip's line names)."""
+        if self.day_tokens is None and self.day_cost is None:
+            return False
+        tokens, cost = self.spent_today()
+        return bool((self.day_tokens is not None and tokens >= self.day_tokens)
+                    or (self.day_cost is not None and cost >= self.day_cost))

@@ -82,3 +82,61 @@ def test_the_effective_ratio_is_exported_and_stamped_on_each_result(
     assert len(rates) == stats["scored"] and rates[0] == 1.0
     (gauge,) = telemetry.metrics()["otel_scorers.sampling.effective_ratio"]
     assert gauge[0] == {"scorer": "rubric"} and 0 < gauge[1] < 0.1, gauge
+
+
+DAY_BUDGET = 864_000  # tokens a day: 8,640 evaluations of 100 tokens, one every 10 s on average
+
+
+def test_a_per_day_ceiling_lasts_the_day_and_is_never_exceeded() -> None:
+    """A day of traffic (1 run a second, 20 a second for two hours in the morning), a per-day
+    ceiling alone: paced over the day, spread across it, never over it, the burst thinned."""
+    clock = Clock()
+    budget = HourlyBudget(None, None, day_tokens=DAY_BUDGET, clock=clock)
+    pacer = Pacer(budget, clock=clock)
+    rng = random.Random(11)
+    start = clock.now
+    blocks = [0.0] * 6  # tokens per four hours
+    while clock.now < start + 86_400:
+        elapsed = clock.now - start
+        per_second = 20 if 3 * 3600 <= elapsed < 5 * 3600 else 1
+        for _ in range(per_second):
+            keep, _ = pacer.admit(rng.getrandbits(128), 0)
+            if keep and not budget.exhausted():
+                budget.spend(COST, None)
+                blocks[int(elapsed // 14_400)] += COST
+        clock.now += 1.0
+    assert sum(blocks) <= DAY_BUDGET  # never over the ceiling
+    assert all(block > 0 for block in blocks), blocks  # every part of the day is judged
+    assert max(blocks) <= 2.5 * min(blocks), blocks  # spread over the day, burst included
+    # the ceiling is a hard stop too: spent, nothing more until the oldest hour leaves
+    budget.spend(DAY_BUDGET, None)
+    assert budget.exhausted() and budget.day_exhausted()
+    clock.now += 86_400
+    assert not budget.exhausted()
+
+
+def test_a_spent_day_ceiling_skips_runs_and_says_which_setting(
+        judge_server: ScriptedJudgeServer, judge: JudgeClient, telemetry: Telemetry,
+        make_processor: Any, caplog: Any) -> None:
+    judge_server.responder = judge_responder()  # 150 tokens a call: the day holds two
+    processor = make_processor([ScorerSpec(RubricScorer(judge, "- x"), Sampling(
+        budget_tokens_per_hour=10_000, budget_tokens_per_day=300, pace_budget=False))],
+        concurrency=1)
+    for index in range(5):
+        end_agent_span(telemetry, prompt=f"q{index}")
+        assert processor.force_flush(30_000)
+    assert processor.stats()["rubric"] == {"selected": 5, "scored": 2, "budget_exhausted": 3}
+    lines = [r.getMessage() for r in caplog.records if "ceiling" in r.getMessage()]
+    assert len(lines) == 1 and "OTEL_SCORERS_BUDGET_TOKENS_PER_DAY" in lines[0], lines
+
+
+def test_the_day_ceiling_is_a_setting(monkeypatch: Any) -> None:
+    from otel_scorers.config import load_settings
+    from otel_scorers.pipeline.build import sampling_from
+    from otel_scorers.pipeline.sampling import Sampler
+
+    monkeypatch.setenv("OTEL_SCORERS_BUDGET_COST_PER_DAY", "12.5")
+    sampling = sampling_from(load_settings({}).settings.sampling)
+    assert sampling.budget_cost_per_day == 12.5
+    budget = Sampler(sampling).budget
+    assert budget is not None and budget.day_cost == 12.5 and budget.max_cost is None
