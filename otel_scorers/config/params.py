@@ -74,6 +74,14 @@ CORE_PARAMS: tuple[Param, ...] = (
       "with an `api_base` (and no extra parameters) is called over HTTP directly, with a "
       "shared connection pool, instead of through litellm (a fifth of the CPU per call; "
       "litellm never imported), `local/...` in process; `litellm`: always litellm"),
+    P("judge.service_tier", "OTEL_SCORERS_JUDGE_SERVICE_TIER", "`flex`: ask the provider's "
+      "flex tier (OpenAI's `service_tier: flex`: the same call at about half the price, slower, "
+      "sometimes refused for capacity), priced at the price map's `*_flex` rates; `standard`: "
+      "the usual tier. Providers without tiers ignore it"),
+    P("judge.flex_fallback", "OTEL_SCORERS_JUDGE_FLEX_FALLBACK", "a flex call refused for "
+      "capacity: `standard` asks again at once at the standard tier; `wait` retries at flex "
+      "with the retry backoff within the judge's deadline (then a `rate_limited` error); "
+      "counted either way (`otel_scorers.judge.flex_refusals`)"),
     P("judge.redact", "OTEL_SCORERS_REDACT", "built-in PII/secret redaction of everything "
       "sent to the judge"),
     P("scorers", "OTEL_SCORERS_SCORERS", "scorers when none are passed in code (comma list of "
@@ -81,6 +89,8 @@ CORE_PARAMS: tuple[Param, ...] = (
     P("scorers.*.name", None, "the scorer's name (in attribute and metric names)"),
     P("scorers.*.scale", None, "the score's maximum"),
     P("scorers.*.sampling", None, "the scorer's own sampling (as `sampling`)"),
+    P("scorers.*.service_tier", None, "the scorer's own judge tier (as `judge.service_tier`): "
+      "flex for the trend scorers, standard for the ones that alert"),
     P("rubrics", "OTEL_SCORERS_RUBRIC", "rubric per agent name (the variable sets "
       "`rubrics[\"*\"]`: every agent; a checklist, one criterion per line, or a JSON list "
       "of criteria)", parse=parse_rubric_value),

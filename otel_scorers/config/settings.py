@@ -59,6 +59,8 @@ class JudgeSettings(StrictModel):
                                "prompt"] = "auto"
     transport: Literal["auto", "litellm"] = "auto"
     redact: bool = False
+    service_tier: Literal["standard", "flex"] = "standard"
+    flex_fallback: Literal["standard", "wait"] = "standard"
 
 
 class BoostSettings(StrictModel):
@@ -96,7 +98,7 @@ class CriterionSettings(StrictModel):
 
 
 #: The fields every scorer has, whatever its type; the others are its type's options.
-COMMON_FIELDS = frozenset({"type", "name", "scale", "sampling", "options"})
+COMMON_FIELDS = frozenset({"type", "name", "scale", "sampling", "service_tier", "options"})
 
 
 class ScorerSettings(StrictModel):
@@ -109,6 +111,8 @@ class ScorerSettings(StrictModel):
     name: str | None = None
     scale: float = Field(default=1.0, gt=0)
     sampling: SamplingSettings | None = None
+    #: the judge's provider tier for this scorer (``None``: ``judge.service_tier``)
+    service_tier: Literal["standard", "flex"] | None = None
     options: SerializeAsAny[Options]
 
     @model_validator(mode="before")

@@ -75,6 +75,10 @@ def result_attributes(result: ScoreResult, prefix: str,
         if usage.cached_tokens:  # of the input tokens, read from the provider's prompt cache
             put(n.ATTR_JUDGE_CACHED_INPUT_TOKENS, usage.cached_tokens)
         put(n.ATTR_JUDGE_COST_USD, usage.cost_usd)
+        if usage.service_tier != "standard":
+            put(n.ATTR_JUDGE_SERVICE_TIER, usage.service_tier)
+        if usage.flex_refusals:
+            put(n.ATTR_JUDGE_FLEX_REFUSALS, usage.flex_refusals)
         put(n.ATTR_JUDGE_LATENCY_S, round(usage.latency_s, 6))
         if usage.estimated:
             put(n.ATTR_JUDGE_TOKENS_ESTIMATED, True)

@@ -85,6 +85,9 @@ class ScorerMetrics:
         self.judge_cost = meter.create_counter(
             n.METRIC_JUDGE_COST, unit="{USD}",
             description="Judge cost in US dollars, from litellm's price table")
+        self.flex_refusals = meter.create_counter(
+            n.METRIC_JUDGE_FLEX_REFUSALS, unit="{call}",
+            description="Flex-tier judge calls refused for capacity, by the tier that answered")
         self.unscored_exports = meter.create_counter(
             n.METRIC_UNSCORED_EXPORTS, unit="{span}",
             description="Held spans exported without their scores, by reason")
@@ -208,7 +211,12 @@ class ScorerMetrics:
         if result.judge is not None and not result.cached:
             usage = result.judge
             outcome = "error" if result.error is not None else "ok"
-            judge_attrs = {**base, n.M_JUDGE_MODEL: model}
+            judge_attrs = {**base, n.M_JUDGE_MODEL: model, n.M_SERVICE_TIER: usage.service_tier}
+            if usage.flex_refusals:  # answered at the standard tier, at flex after waiting, or not
+                self.flex_refusals.add(usage.flex_refusals, self._bounded(
+                    n.METRIC_JUDGE_FLEX_REFUSALS, {**base, n.M_JUDGE_MODEL: model, n.M_ANSWERED:
+                                                   "error" if result.error is not None
+                                                   else usage.service_tier}))
             self.judge_duration.record(usage.latency_s, self._bounded(
                 n.METRIC_JUDGE_DURATION, {**judge_attrs, n.M_OUTCOME: outcome}))
             # input read from the provider's prompt cache is counted apart (its own price)

@@ -16,6 +16,7 @@ The call itself goes through the client's one :class:`~otel_scorers.judge.transp
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
@@ -43,7 +44,7 @@ from otel_scorers.judge.local import LocalTransport
 from otel_scorers.judge.openai_compatible import DirectTransport, applies
 from otel_scorers.judge.provider import load_litellm, suppress_instrumentation
 from otel_scorers.judge.redact import Redactor, RegexRedactor, environment_secrets, mask_secrets
-from otel_scorers.judge.retry import RetryPolicy, classify_exception
+from otel_scorers.judge.retry import RetryPolicy, capacity_refusal, classify_exception
 from otel_scorers.judge.schema import answer_schema, correction, parse_answer, problems
 from otel_scorers.judge.transport import ChatRequest, StructuredOutput, Transport
 from otel_scorers.judge.usage import JudgeUsage, Meter
@@ -126,6 +127,8 @@ class JudgeClient:
         max_field_chars: int = 12_000,
         extra_params: Mapping[str, Any] | None = None,
         transport: Literal["auto", "litellm"] | Transport | None = None,
+        service_tier: Literal["standard", "flex"] = "standard",
+        flex_fallback: Literal["standard", "wait"] = "standard",
     ) -> None:
         _check(structured_output, temperature, timeout_s=timeout_s,
                total_timeout_s=total_timeout_s, max_tokens=max_tokens,
@@ -155,6 +158,15 @@ class JudgeClient:
             extra_params=self.extra_params, choice=transport or "auto")
         self._mode: StructuredOutput | None = (
             None if structured_output == "auto" else self.structured_output)
+        if service_tier not in ("standard", "flex") or flex_fallback not in ("standard", "wait"):
+            raise ConfigError(f"service_tier is standard or flex and flex_fallback standard or "
+                              f"wait, got {service_tier!r} and {flex_fallback!r}")
+        #: The provider tier asked for (``flex``: OpenAI's, about half the price, slower,
+        #: sometimes refused for capacity) and what a capacity refusal does: ``standard``
+        #: asks again at once at the standard tier, ``wait`` retries at flex with the retry
+        #: policy's backoff within the deadline (then a ``rate_limited`` error). Counted either
+        #: way (``JudgeUsage.flex_refusals``). Providers without tiers ignore the field.
+        self.service_tier, self.flex_fallback = service_tier, flex_fallback
 
     @property
     def mode_in_use(self) -> StructuredOutput | None:
@@ -243,7 +255,7 @@ class JudgeClient:
         """Clients with equal keys may answer for each other in one fused call: the
         fingerprint plus the key (never shown; hashed)."""
         key = hashlib.sha256((self._api_key or "").encode()).hexdigest()[:16]
-        return f"{self.fingerprint}:{key}"
+        return f"{self.fingerprint}:{key}:{self.service_tier}"
 
     async def judge(self, request: JudgeRequest[T]) -> Judgement[T]:
         """Ask the judge once (plus retries and at most one corrective re-ask).
@@ -329,7 +341,8 @@ class JudgeClient:
         within the deadline (an error's message is cleaned of secrets first)."""
         chat = ChatRequest(messages=messages, temperature=self.temperature,
                            max_tokens=self.max_tokens, timeout_s=self.timeout_s,
-                           response_format=self._response_format(request.answer_model, mode))
+                           response_format=self._response_format(request.answer_model, mode),
+                           service_tier="flex" if self.service_tier == "flex" else None)
         attempt = 0
         while True:
             remaining = deadline - time.monotonic()
@@ -343,6 +356,11 @@ class JudgeClient:
                 raise
             except Exception as exc:
                 error = self.scrubbed(classify_exception(exc))
+                if chat.service_tier is not None and capacity_refusal(error):
+                    meter.flex_refusals += 1
+                    if self.flex_fallback == "standard":  # the same call, standard tier, now
+                        chat = dataclasses.replace(chat, service_tier=None)
+                        continue
                 delay = self.retry.delay_s(error, attempt) \
                     if self.retry.should_retry(error, attempt) else None
                 if delay is None or time.monotonic() + delay >= deadline:
@@ -361,6 +379,7 @@ class JudgeClient:
                 completion_tokens = len(answer.content or "") // 4 + 1
                 meter.estimated = True
             meter.add(prompt_tokens, completion_tokens, answer.cost_usd, answer.cached_tokens)
+            meter.service_tier = chat.service_tier or "standard"
             if answer.finish_reason == "length":
                 raise JudgeTruncatedError("judge answer was cut at max_tokens (finish_reason="
                                           "length); raise max_tokens or shorten the rubric")

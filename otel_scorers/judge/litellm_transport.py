@@ -52,6 +52,8 @@ class LiteLLMTransport:
         }
         if request.response_format is not None:
             kwargs["response_format"] = dict(request.response_format)
+        if request.service_tier is not None:
+            kwargs["service_tier"] = request.service_tier
         if self.api_base:
             kwargs["api_base"] = self.api_base
         if self._api_key:
@@ -81,7 +83,7 @@ class LiteLLMTransport:
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             cached_tokens=cached_tokens(usage) if usage is not None else 0,
-            cost_usd=cost_of(litellm, response))
+            cost_usd=cost_of(litellm, response, request.service_tier))
 
     def structured_mode(self) -> StructuredOutput:
         try:

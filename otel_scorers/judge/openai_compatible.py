@@ -87,6 +87,8 @@ class DirectTransport:
                                 "max_tokens": request.max_tokens}
         if request.response_format is not None:
             body["response_format"] = dict(request.response_format)
+        if request.service_tier is not None:
+            body["service_tier"] = request.service_tier
         session = _session()
         timeout = aiohttp.ClientTimeout(total=request.timeout_s)
         if self._proxy is None and self._proxy_url is not None:
@@ -107,9 +109,10 @@ class DirectTransport:
         except aiohttp.ClientError as exc:  # a malformed response (payload, headers)
             raise JudgeResponseError(
                 f"judge returned an unreadable response: {type(exc).__name__}") from None
-        return self._answer(status, headers, data)
+        return self._answer(status, headers, data, request.service_tier)
 
-    def _answer(self, status: int, headers: Any, data: bytes) -> ChatResponse:
+    def _answer(self, status: int, headers: Any, data: bytes, tier: str | None = None
+                ) -> ChatResponse:
         """The response read: an HTTP failure as its judge error, else the chat completion
         (or ``invalid_response`` for a body that is none)."""
         if status != 200:
@@ -133,22 +136,23 @@ class DirectTransport:
         return ChatResponse(content=content if isinstance(content, str) else None,
                             finish_reason=choice.get("finish_reason"), prompt_tokens=prompt,
                             completion_tokens=completion, cached_tokens=cached,
-                            cost_usd=self.cost(prompt, completion, cached))
+                            cost_usd=self.cost(prompt, completion, cached, tier))
 
-    def cost(self, prompt_tokens: int, completion_tokens: int, cached: int = 0
-             ) -> float | None:
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached: int = 0,
+             tier: str | None = None) -> float | None:
         """A call's price from litellm's price table (``None``: a model it does not price);
         ``cached`` of the prompt tokens at the table's cached-input rate (the input rate where
-        it has none)."""
+        it has none); a ``tier`` (``flex``) at the table's ``*_flex`` rates where it has them
+        (the standard ones where it has none: never priced under what was paid)."""
         entry = model_entry(self.model)
         if entry is None:
             return None
-        cached_rate = entry.get("cache_read_input_token_cost")
-        if not isinstance(cached_rate, int | float) or isinstance(cached_rate, bool):
-            cached_rate = entry["input_cost_per_token"]
-        cost: float = ((prompt_tokens - cached) * entry["input_cost_per_token"]
-                       + cached * cached_rate
-                       + completion_tokens * entry["output_cost_per_token"])
+        input_rate = _rate(entry, "input_cost_per_token", tier)
+        cached_rate = _rate(entry, "cache_read_input_token_cost", tier)
+        if cached_rate is None:
+            cached_rate = input_rate
+        cost: float = ((prompt_tokens - cached) * input_rate + cached * cached_rate
+                       + completion_tokens * _rate(entry, "output_cost_per_token", tier))
         return cost
 
     def priced(self) -> bool:
@@ -180,6 +184,16 @@ def _table() -> dict[str, Any]:
         if isinstance(loaded, dict):
             return loaded
     return {}
+
+
+def _rate(entry: dict[str, Any], key: str, tier: str | None) -> Any:
+    """The table's ``key`` rate for ``tier`` (``key_flex``), else its standard one (``None``:
+    none)."""
+    for name in ((f"{key}_{tier}", key) if tier else (key,)):
+        value = entry.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return value
+    return None
 
 
 def model_entry(model: str) -> dict[str, Any] | None:

@@ -71,17 +71,18 @@ def content_of(response: Any) -> str:
     return content if isinstance(content, str) else ""
 
 
-def cost_of(litellm: ModuleType, response: Any) -> float | None:
-    """The call's cost from litellm's price table (``None`` for unpriced models).
+def cost_of(litellm: ModuleType, response: Any, tier: str | None = None) -> float | None:
+    """The call's cost from litellm's price table (``None`` for unpriced models); a service
+    ``tier`` (``flex``) at its rates, priced here (litellm's logged price may not know the tier).
 
     litellm already prices every response while logging it (``response_cost``); computing it
     again would double a noticeable share of the per-call CPU.
     """
     hidden = getattr(response, "_hidden_params", None) or {}
-    cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
-    if cost is None and "response_cost" not in hidden:
+    cost = hidden.get("response_cost") if isinstance(hidden, dict) and tier is None else None
+    if cost is None and (tier is not None or "response_cost" not in hidden):
         try:
-            cost = litellm.completion_cost(completion_response=response)
+            cost = litellm.completion_cost(completion_response=response, service_tier=tier)
         except Exception:  # models absent from litellm's price table have no cost
             return None
     return float(cost) if cost else None

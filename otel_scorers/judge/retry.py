@@ -31,7 +31,7 @@ from otel_scorers.errors import (
     JudgeTimeoutError,
 )
 
-__all__ = ["RetryPolicy", "classify_exception"]
+__all__ = ["RetryPolicy", "capacity_refusal", "classify_exception"]
 
 _HTTP_CLIENT_MODULES = frozenset({"openai", "httpx", "anthropic", "aiohttp", "requests"})
 _RETRYABLE = (JudgeTimeoutError, JudgeConnectionError, JudgeRateLimitError, JudgeServerError)
@@ -127,6 +127,16 @@ def error_for_status(status: int, headers: Mapping[str, str] | Any, message: str
                                  status_code=status)
     return JudgeResponseError(f"judge returned an unreadable response (HTTP {status}): {message}",
                               status_code=status)
+
+
+def capacity_refusal(error: JudgeError) -> bool:
+    """Whether ``error`` is a flex tier's refusal for capacity: an HTTP 429 whose message says
+    the resource is unavailable (OpenAI's "Resource Unavailable", ``resource_unavailable``) or
+    out of capacity, not a rate limit of the account."""
+    if not isinstance(error, JudgeRateLimitError):
+        return False
+    text = str(error).lower().replace("_", " ")
+    return "resource unavailable" in text or "capacity" in text
 
 
 def retry_after_s(headers: Mapping[str, str] | Any) -> float | None:

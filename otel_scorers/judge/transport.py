@@ -36,6 +36,9 @@ class ChatRequest:
     max_tokens: int
     timeout_s: float
     response_format: Mapping[str, Any] | None = None
+    #: the provider's service tier (OpenAI's ``"flex"``: the same call at about half the
+    #: price, slower, sometimes refused for capacity); ``None``: the standard tier
+    service_tier: str | None = None
 
 
 @dataclass(frozen=True)

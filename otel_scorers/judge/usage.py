@@ -34,6 +34,11 @@ class JudgeUsage(BaseModel):
     #: The fields shown to the judge cut to ``max_field_chars`` (head and tail kept): the
     #: verdict was made on part of them, and the result says so.
     truncated: tuple[str, ...] = ()
+    #: The provider tier that answered (``standard``, ``flex``), priced at its rates.
+    service_tier: str = "standard"
+    #: Calls the flex tier refused for capacity (then answered at the standard tier, or
+    #: waited for: ``service_tier`` says which).
+    flex_refusals: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -49,6 +54,8 @@ class JudgeUsage(BaseModel):
             **({"fusedWith": self.fused - 1} if self.fused else {}),
             **({"tokensEstimated": True} if self.estimated else {}),
             **({"truncatedFields": list(self.truncated)} if self.truncated else {}),
+            **({"serviceTier": self.service_tier} if self.service_tier != "standard" else {}),
+            **({"flexRefusals": self.flex_refusals} if self.flex_refusals else {}),
         }
 
 
@@ -65,6 +72,8 @@ class Meter:
     cost_usd: float | None = None
     estimated: bool = False
     truncated: tuple[str, ...] = ()
+    service_tier: str = "standard"
+    flex_refusals: int = 0
 
     def add(self, prompt_tokens: int, completion_tokens: int, cost: float | None,
             cached: int = 0) -> None:
@@ -80,7 +89,8 @@ class Meter:
                           completion_tokens=self.completion_tokens,
                           cached_tokens=self.cached_tokens, cost_usd=self.cost_usd,
                           latency_s=time.monotonic() - self.started, estimated=self.estimated,
-                          truncated=self.truncated)
+                          truncated=self.truncated, service_tier=self.service_tier,
+                          flex_refusals=self.flex_refusals)
 
 
 def cached_tokens(usage: Any) -> int:

@@ -1,19 +1,17 @@
-"""Building the pipeline's parts from arguments and settings.
-
-The only pipeline module that reads configuration (:mod:`otel_scorers.config`) or builds judge
-clients (:mod:`otel_scorers.judge`): the processor and the evaluation see finished objects.
-Invalid configuration raises :class:`~otel_scorers.errors.ConfigError` here, at construction,
-never at run time.
-"""
+"""Building the pipeline's parts from arguments and settings: the only pipeline module that
+reads configuration (:mod:`otel_scorers.config`) or builds judge clients (:mod:`otel_scorers.
+judge`); the processor and the evaluation see finished objects. Invalid configuration raises
+:class:`~otel_scorers.errors.ConfigError` here, at construction, never at run time."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from otel_scorers import background_loop, registry
 from otel_scorers.backends import SinkQueue
@@ -83,6 +81,7 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+Tier = Literal["standard", "flex"]
 
 
 @dataclass(frozen=True)
@@ -329,29 +328,29 @@ def selection_from(settings: SelectionSettings) -> Selection:
     return Selection(**values)
 
 
-def judge_from(settings: JudgeSettings) -> JudgeClient:
+def judge_from(settings: JudgeSettings, service_tier: Tier | None = None) -> JudgeClient:
     """The judge of resolved settings (argument, environment, file, default: the environment
-    is not read again)."""
+    is not read again), at ``service_tier`` when given (a scorer's own)."""
     return JudgeClient(
         settings.model, api_base=settings.api_base,
         api_key=settings.api_key.get_secret_value() if settings.api_key else None,
         temperature=settings.temperature, max_tokens=settings.max_tokens,
         timeout_s=settings.timeout_s, retry=RetryPolicy(max_retries=settings.max_retries),
         structured_output=settings.structured_output, redactor=settings.redact,
-        transport=settings.transport)
+        transport=settings.transport, service_tier=service_tier or settings.service_tier,
+        flex_fallback=settings.flex_fallback)
 
 
 def scorers_from(settings: Settings) -> list[ScorerSpec]:
     """Build the scorers a configuration describes, each by its type's registry row (one
-    judge client shared by all; none made when no scorer judges)."""
-    judge: list[JudgeClient] = []
+    judge client per service tier, shared; none made when no scorer judges)."""
+    judges: dict[str, JudgeClient] = {}
 
-    def shared_judge() -> JudgeClient:
-        if not judge:
-            judge.append(judge_from(settings.judge))
-        return judge[0]
+    def shared_judge(given: Tier | None) -> JudgeClient:
+        tier = given or settings.judge.service_tier
+        return judges.get(tier) or judges.setdefault(tier, judge_from(settings.judge, tier))
 
-    return [ScorerSpec(scorer_of(item, shared_judge),
+    return [ScorerSpec(scorer_of(item, functools.partial(shared_judge, item.service_tier)),
                        sampling_from(item.sampling) if item.sampling else None)
             for item in settings.scorers]
 

@@ -108,7 +108,8 @@ def test_metrics(telemetry: Telemetry, make_processor: Any,
                 assert key in {"scorer", "label", "passed", "agent", "judge_model", "criterion",
                                "judge_fingerprint", "truncated",
                                "satisfied", "required", "dimension", "side", "decision",
-                               "reason", "error_type", "outcome", "token_type"}, (name, key)
+                               "reason", "error_type", "outcome", "token_type",
+                               "service_tier"}, (name, key)
                 assert len(str(val)) <= 64
 
 
