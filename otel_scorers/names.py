@@ -235,6 +235,7 @@ class Reason:
     NO_SESSION: Final = "no_session"        # a session scorer: the interaction has no session
     #                                         key (sessions.key_attributes)
     QUEUE_FULL: Final = "queue_full"
+    SPOOL_FULL: Final = "spool_full"        # the batch lane's spool is at batch.max_bytes
     SHUTDOWN: Final = "shutdown"            # the processor stopped before evaluating
     EXIT: Final = "exit"                    # cut off at interpreter exit (exit_timeout_s)
     INTERNAL: Final = "internal_error"

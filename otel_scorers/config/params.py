@@ -15,17 +15,15 @@ else is read from the two, so no entry point can disagree with another:
 
 from __future__ import annotations
 
-import types
-import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from otel_scorers import registry
-from otel_scorers.config.settings import ScorerSettings, Settings
+from otel_scorers.config.fields import field_of, flatten
 from otel_scorers.config.values import parse_bool, parse_list, parse_rubric_value
 
 __all__ = ["ARGUMENTS", "CORE_PARAMS", "Param", "PipelineSettings", "field_of", "params",
@@ -89,6 +87,9 @@ CORE_PARAMS: tuple[Param, ...] = (
     P("scorers.*.name", None, "the scorer's name (in attribute and metric names)"),
     P("scorers.*.scale", None, "the score's maximum"),
     P("scorers.*.sampling", None, "the scorer's own sampling (as `sampling`)"),
+    P("scorers.*.lane", None, "`batch`: the scorer's judgements go through the provider's "
+      "batch API at the batch price (OpenAI's files and batches endpoints; an `openai/<model>` "
+      "judge), emitted late on the evaluated span's context (`batch` settings); `live`: now"),
     P("scorers.*.service_tier", None, "the scorer's own judge tier (as `judge.service_tier`): "
       "flex for the trend scorers, standard for the ones that alert"),
     P("rubrics", "OTEL_SCORERS_RUBRIC", "rubric per agent name (the variable sets "
@@ -158,6 +159,20 @@ CORE_PARAMS: tuple[Param, ...] = (
       "dropped, counted); never printed"),
     P("sessions.accept_turns", "OTEL_SCORERS_SESSION_ACCEPT_TURNS", "a gateway without a "
       "token or a turn secret takes turn records only when this is true (docs/sessions.md)"),
+    P("batch.directory", "OTEL_SCORERS_BATCH_DIR", "the batch lane's spool: deferred judge "
+      "requests and submitted batches, one file each, re-read at start (keep it on a "
+      "persistent disk; one process per directory)"),
+    P("batch.max_bytes", "OTEL_SCORERS_BATCH_MAX_BYTES", "the most the spool holds; a "
+      "judgement past it is dropped, reason `spool_full`"),
+    P("batch.interval_s", "OTEL_SCORERS_BATCH_INTERVAL_S", "seconds between the lane's "
+      "rounds: submit what waits, poll the open batches, emit what came back"),
+    P("batch.max_lines", "OTEL_SCORERS_BATCH_MAX_LINES", "the most requests in one batch"),
+    P("batch.max_attempts", "OTEL_SCORERS_BATCH_MAX_ATTEMPTS", "batches a request is sent in "
+      "before a line that failed or expired is emitted as an error result (`batch_failed`, "
+      "`batch_expired`)"),
+    P("batch.completion_window", None, "the batch API's completion window"),
+    P("batch.give_up_after_s", "OTEL_SCORERS_BATCH_GIVE_UP_AFTER_S", "a batch not finished "
+      "this long after it was created counts as expired (its requests are sent again)"),
     P("canary.enabled", "OTEL_SCORERS_CANARY", "judge canaries: labelled cases replayed "
       "through each LLM scorer's live judge on a schedule, their agreement, TPR and TNR "
       "exported (docs/calibration.md); on wherever a scorer has a judge"),
@@ -296,56 +311,13 @@ def params() -> tuple[Param, ...]:
     return made
 
 
-def field_of(keys: tuple[str, ...]) -> tuple[Any, Any]:
-    """The annotation and default of the settings field at ``keys`` (``*``: the item of a
-    list or the value of a mapping)."""
-    model: Any = Settings
-    annotation: Any = None
-    default: Any = None
-    for key in keys:
-        if key == "*":
-            model = _item(annotation)
-            continue
-        if model is ScorerSettings and key not in model.model_fields:
-            model = next(row.options for row in registry.scorer_types()
-                         if key in row.options.model_fields)
-        if model is Settings and key not in model.model_fields:
-            model = registry.backend(key).settings
-            annotation, default = model, model()
-            continue
-        field = model.model_fields[key]
-        annotation, default = field.annotation, field.get_default(call_default_factory=True)
-        model = _model_in(annotation)
-    return annotation, default
-
-
-def _item(annotation: Any) -> Any:
-    for arg in typing.get_args(annotation):
-        if isinstance(arg, type) and issubclass(arg, BaseModel):
-            return arg
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def _model_in(annotation: Any) -> Any:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in typing.get_args(annotation):
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
-
-
 def parser_for(param: Param) -> Callable[[str], Any]:
     """How ``param``'s variable is read: ``parse``, else by the field's type (booleans, whole
     numbers, numbers, comma lists, text)."""
     if param.parse is not None:
         return param.parse
     annotation, _ = field_of(param.keys)
-    kinds = set(_flatten(annotation)) - {type(None)}
+    kinds = set(flatten(annotation)) - {type(None)}
     if kinds == {bool}:
         return parse_bool
     if kinds == {int}:
@@ -355,17 +327,6 @@ def parser_for(param: Param) -> Callable[[str], Any]:
     if list in kinds:
         return parse_list
     return str
-
-
-def _flatten(annotation: Any) -> list[Any]:
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return [kind for arg in typing.get_args(annotation) for kind in _flatten(arg)]
-    if origin is Literal or annotation is SecretStr:
-        return [str]
-    if origin is not None:
-        return [origin]
-    return [annotation]
 
 
 def reference_table() -> str:

@@ -83,6 +83,18 @@ class SamplingSettings(StrictModel):
     salt: str = ""
 
 
+class BatchSettings(StrictModel):
+    """The batch lane of the scorers with ``lane: batch`` (pipeline.batch.lane)."""
+
+    directory: str = ".otel-scorers/batch"
+    max_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
+    interval_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    max_lines: int = Field(default=50_000, gt=0, le=50_000)
+    max_attempts: int = Field(default=3, ge=1, le=10)
+    completion_window: Literal["24h"] = "24h"
+    give_up_after_s: float = Field(default=90_000.0, gt=0, allow_inf_nan=False)
+
+
 class CriterionSettings(StrictModel):
     description: str | None = None
     id: str | None = None
@@ -98,7 +110,8 @@ class CriterionSettings(StrictModel):
 
 
 #: The fields every scorer has, whatever its type; the others are its type's options.
-COMMON_FIELDS = frozenset({"type", "name", "scale", "sampling", "service_tier", "options"})
+COMMON_FIELDS = frozenset({"type", "name", "scale", "sampling", "service_tier", "lane",
+                           "options"})
 
 
 class ScorerSettings(StrictModel):
@@ -113,6 +126,8 @@ class ScorerSettings(StrictModel):
     sampling: SamplingSettings | None = None
     #: the judge's provider tier for this scorer (``None``: ``judge.service_tier``)
     service_tier: Literal["standard", "flex"] | None = None
+    #: ``batch``: judged through the provider's batch API, emitted late (``batch`` settings)
+    lane: Literal["live", "batch"] = "live"
     options: SerializeAsAny[Options]
 
     @model_validator(mode="before")
@@ -277,6 +292,7 @@ class Settings(StrictModel):
     sessions: SessionSettings = SessionSettings()
     sinks: SinkSettings = SinkSettings()
     canary: CanarySettings = CanarySettings()
+    batch: BatchSettings = BatchSettings()
 
     # Every result backend's block (``phoenix:``, ``mlflow:``, a plug-in's) sits beside the
     # fields above, validated by its registry row's settings model: an extra key is allowed

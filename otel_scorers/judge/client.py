@@ -39,14 +39,12 @@ from otel_scorers.errors import (
     JudgeTruncatedError,
 )
 from otel_scorers.judge.fence import FENCE_RULES, Fence, redact_truncate, truncate
-from otel_scorers.judge.litellm_transport import LiteLLMTransport
-from otel_scorers.judge.local import LocalTransport
-from otel_scorers.judge.openai_compatible import DirectTransport, applies
 from otel_scorers.judge.provider import load_litellm, suppress_instrumentation
 from otel_scorers.judge.redact import Redactor, RegexRedactor, environment_secrets, mask_secrets
 from otel_scorers.judge.retry import RetryPolicy, capacity_refusal, classify_exception
 from otel_scorers.judge.schema import answer_schema, correction, parse_answer, problems
 from otel_scorers.judge.transport import ChatRequest, StructuredOutput, Transport
+from otel_scorers.judge.transports import transport_for
 from otel_scorers.judge.usage import JudgeUsage, Meter
 
 __all__ = [
@@ -395,21 +393,3 @@ def _check(structured_output: str, temperature: float, **positive: float) -> Non
             raise ConfigError(f"{name} must be > 0, got {value!r}")
     if not 0.0 <= temperature <= 2.0:
         raise ConfigError(f"temperature must be within [0, 2], got {temperature!r}")
-
-
-def transport_for(model: str, *, api_base: str | None = None, api_key: str | None = None,
-                  extra_params: Mapping[str, Any] | None = None,
-                  choice: Literal["auto", "litellm"] | Transport = "auto") -> Transport:
-    """The transport for a judge: a given one; the embedded model for ``local/...``; the direct
-    transport for an ``openai/<model>`` judge with an ``api_base`` and no provider parameters
-    (unless ``choice`` is ``litellm``); litellm for everything else."""
-    if not isinstance(choice, str):
-        return choice
-    if choice not in ("auto", "litellm"):
-        raise ConfigError(f"transport must be 'auto' or 'litellm', got {choice!r}")
-    if model.startswith("local/"):
-        return LocalTransport(model)
-    extra = dict(extra_params or {})
-    if choice == "auto" and api_base and applies(model, api_base, extra):
-        return DirectTransport(model, api_base, api_key)
-    return LiteLLMTransport(model, api_base=api_base, api_key=api_key, extra_params=extra)

@@ -11,7 +11,7 @@ client never asks which one it holds (httpx's ``AsyncBaseTransport`` is the mode
   ``api_base`` called over HTTP directly (litellm never imported);
 - :class:`~otel_scorers.judge.local.LocalTransport`: the embedded llama.cpp model, in process.
 
-:func:`~otel_scorers.judge.client.transport_for` picks one for a model string.
+:func:`~otel_scorers.judge.transports.transport_for` picks one for a model string.
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from otel_scorers.judge.client import JudgeClient
 from otel_scorers.judge.redact import RegexRedactor
 from otel_scorers.judge.retry import RetryPolicy
 from otel_scorers.pipeline.ask import Asker
+from otel_scorers.pipeline.batch.build import batch_lane_from
 from otel_scorers.pipeline.cache import ResultCache
 from otel_scorers.pipeline.canary import MAX_REVIEWED, Canaries
 from otel_scorers.pipeline.check import Checker
@@ -49,12 +50,7 @@ from otel_scorers.pipeline.on_demand import OnDemand
 from otel_scorers.pipeline.runs import RunReader
 from otel_scorers.pipeline.sampling import Boost, Sampler, Sampling
 from otel_scorers.pipeline.selection import Selection, Selector
-from otel_scorers.pipeline.sessions import (
-    SessionLane,
-    SessionPolicy,
-    SessionStore,
-    TurnForwarder,
-)
+from otel_scorers.pipeline.sessions import SessionLane, SessionPolicy, SessionStore, TurnForwarder
 from otel_scorers.pipeline.slots import ScorerSpec, Slot
 from otel_scorers.policy import ContentPolicy
 from otel_scorers.scorers.base import Scorer
@@ -181,6 +177,7 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
     evaluation = Evaluation(reader=reader, checker=Checker(ResultCache(
         settings.cache_ttl_s, settings.cache_size)), asker=asker, emission=emission,
         buffer=buffer)
+    evaluation.batch = batch_lane_from(settings.batch, every, emission, log_once)
     lane = None
     if store:
         turn_secret = settings.sessions.turn_secret
@@ -279,7 +276,7 @@ def build_slots(scorers: Sequence[Scorer | ScorerSpec], default: Sampling) -> tu
                               "part of attribute names)")
         if any(s.name == name for s in slots):
             raise ConfigError(f"two scorers are named {name!r}: give them distinct names")
-        slots.append(Slot(name, scorer, Sampler(spec.sampling or default)))
+        slots.append(Slot(name, scorer, Sampler(spec.sampling or default), spec.lane))
     return tuple(slots)
 
 
@@ -351,7 +348,7 @@ def scorers_from(settings: Settings) -> list[ScorerSpec]:
         return judges.get(tier) or judges.setdefault(tier, judge_from(settings.judge, tier))
 
     return [ScorerSpec(scorer_of(item, functools.partial(shared_judge, item.service_tier)),
-                       sampling_from(item.sampling) if item.sampling else None)
+                       sampling_from(item.sampling) if item.sampling else None, item.lane)
             for item in settings.scorers]
 
 
@@ -368,8 +365,9 @@ def start_background(parts: Parts, settings: Settings, scorers: Sequence[Any]
                      ) -> Future[list[Any]] | None:
     """What a processor runs on the background loop from its start: the judge canaries, and
     with ``check_judge`` one request to each judge (its future: the results)."""
-    if parts.canaries is not None:
-        parts.canaries.start()
+    for part in (parts.canaries, parts.evaluation.batch):
+        if part is not None:
+            part.start()
     if not settings.check_judge:
         return None
     return background_loop.submit(check_judges(judges_of(scorers)))

@@ -24,7 +24,7 @@ from otel_scorers.scorers.run import ScorerRun
 
 __all__ = ["Checker", "Plan"]
 
-Step = Literal["budget", "cached", "join", "ask"]
+Step = Literal["budget", "cached", "join", "ask", "batch"]
 
 
 @dataclass
@@ -57,6 +57,8 @@ class Checker:
         budget = slot.sampler.budget
         if budget is not None and budget.exhausted():
             return Plan(slot, "budget")
+        if slot.lane == "batch":  # spooled for the batch API: nothing asked or cached now
+            return Plan(slot, "batch")
         key = cache_key(slot.scorer, run) if self.cache.enabled else None
         if key is None:
             return Plan(slot, "ask")

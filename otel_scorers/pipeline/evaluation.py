@@ -81,6 +81,8 @@ class Evaluation:
         self.keep_turn = keep_turn
         #: The reason counted for evaluations cancelled before they finished.
         self.cancel_reason: str = Reason.SHUTDOWN
+        #: the batch lane (``pipeline.batch.lane.BatchLane``) of the scorers with lane batch
+        self.batch: Any = None
 
     def reset_after_fork(self) -> None:
         """In a forked child: no judgements in flight, an empty cache, fresh locks."""
@@ -154,6 +156,10 @@ class Evaluation:
                 self.emission.budget_spent(slot, subject, captured.agent)
                 counted = True
                 return None
+            if plan.step == "batch" and self.batch is not None:  # decided when it comes back
+                await self.batch.defer(slot, Subject(subject.context, subject.name), captured)
+                counted = True
+                return None
             start_ns = time.time_ns()
             judged = plan.step == "ask"
             if judged:
@@ -190,5 +196,8 @@ class Evaluation:
         return result
 
     async def close(self) -> None:
-        """Stop the judging process, if any (its evaluations are over or abandoned)."""
+        """Stop the judging process, if any (its evaluations are over or abandoned), and the
+        batch lane's rounds (what it holds stays on disk)."""
+        if self.batch is not None:
+            self.batch.stop()
         await self.asker.close()

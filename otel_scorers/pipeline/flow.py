@@ -277,6 +277,8 @@ class Flow:
         """After the worker stopped: every held span exported, the results written (within
         ``timeout_s``), the fleet's turn sender and the judging process closed."""
         parts = self.parts
+        if parts.evaluation.batch is not None:  # what it holds stays on disk for the next start
+            parts.evaluation.batch.stop()
         if parts.enriched is not None:
             parts.enriched.release_all(Reason.SHUTDOWN)
             parts.enriched.shutdown()

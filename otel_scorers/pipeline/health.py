@@ -203,7 +203,7 @@ class LogOnce:
 def report(health: Health, decisions: Mapping[str, Mapping[str, Any]], *, pending: int,
            sessions: Any = None, turn_records_dropped: int = 0, sinks: Any = None,
            disabled_because: Sequence[str] = (),
-           canaries: Mapping[str, Any] | None = None) -> dict[str, Any]:
+           canaries: Mapping[str, Any] | None = None, batch: Any = None) -> dict[str, Any]:
     """A processor's ``health()``: per scorer its decisions with their reasons
     (``filtered: {no_content: 3}``, ``error: {auth: 2}``), judge calls, retries, tokens and
     spend, failures by kind and the last error with its time; ``pending``: runs not decided
@@ -219,6 +219,8 @@ def report(health: Health, decisions: Mapping[str, Mapping[str, Any]], *, pendin
         out["sinks"] = sinks.totals()
     if canaries:
         out["canaries"] = dict(canaries)
+    if batch is not None:  # the batch lane: spooled, submitted, emitted, retried, failed
+        out["batch"] = batch.report()
     if disabled_because:
         out["disabled_because"] = list(disabled_because)
     return out

@@ -138,7 +138,7 @@ class ScoringSpanProcessor(SpanProcessor):
             {slot.name: self.counts.by_reason(slot.name) for slot in self._all_slots()},
             pending=self._worker.depth + self._worker.inflight, sessions=self._sessions,
             turn_records_dropped=self._flow.turn_records_dropped, sinks=self._parts.sinks,
-            disabled_because=self.disabled_because,
+            disabled_because=self.disabled_because, batch=self._parts.evaluation.batch,
             canaries=self.canaries.report() if self.canaries is not None else None)
 
     def log_processor(self) -> ScoringLogProcessor:

@@ -16,6 +16,8 @@ class ScorerSpec:
 
     scorer: Scorer
     sampling: Sampling | None = None
+    #: ``batch``: judged through the provider's batch API, emitted late (pipeline.batch)
+    lane: str = "live"
 
 
 @dataclass(frozen=True)
@@ -25,3 +27,4 @@ class Slot:
     name: str
     scorer: Scorer
     sampler: Sampler
+    lane: str = "live"

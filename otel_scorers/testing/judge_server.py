@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from otel_scorers.testing.answers import Answer, RecordedRequest, Responder, fault, reply
+from otel_scorers.testing.batches import ScriptedBatches
 
 __all__ = ["SCRIPTED_MODEL", "QuietHTTPServer", "ScriptedJudgeServer"]
 
@@ -42,6 +43,8 @@ class ScriptedJudgeServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[Any] = set()
+        #: OpenAI's files and batches endpoints, answering each line as a live request
+        self.batches = ScriptedBatches(self._batch_answer)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> ScriptedJudgeServer:
@@ -98,6 +101,7 @@ class ScriptedJudgeServer:
         with self._lock:
             self._queue.clear()
             self.requests.clear()
+            self.batches = ScriptedBatches(self._batch_answer)
 
     @property
     def pending(self) -> int:
@@ -112,6 +116,11 @@ class ScriptedJudgeServer:
         if self.responder is not None:
             return self.responder(request)
         return fault(500, message="ScriptedJudgeServer: no answer scripted for this request")
+
+    def _batch_answer(self, request: RecordedRequest) -> tuple[Answer, bytes]:
+        answer = self._next_answer(request)
+        payload = answer.body if answer.body is not None else _completion_body(answer, request)
+        return answer, payload
 
     def _sleep(self, seconds: float) -> None:
         self._stopping.wait(seconds)
@@ -159,9 +168,24 @@ def _make_handler(server: ScriptedJudgeServer) -> type[BaseHTTPRequestHandler]:
             with contextlib.suppress(OSError):
                 super().finish()
 
+        def _batches(self, method: str, raw: bytes) -> None:
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            status, payload = server.batches.handle(method, self.path, headers, raw)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def do_GET(self) -> None:
+            self._batches("GET", b"")
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0") or 0)
             raw = self.rfile.read(length)
+            if self.path.startswith(("/v1/files", "/v1/batches")):
+                self._batches("POST", raw)
+                return
             try:
                 body = json.loads(raw or b"{}")
             except ValueError:

@@ -1,0 +1,296 @@
+"""The judge's batch lane: requests written to a durable spool, sent through a provider's batch
+API (OpenAI's files and batches endpoints, which OpenAI-compatible servers mirror) at about half
+the price, and answered hours later through the scorer's own parsing.
+
+- :class:`Spool`: one JSON file per deferred judgement under ``<directory>/pending`` and one per
+  submitted batch under ``<directory>/batches``, each written to a temporary file, synced and
+  renamed (a ``kill -9`` leaves the old file or the new one, never half of one); bounded in
+  bytes; everything re-read at start.
+- :class:`BatchAPI`: the four calls (upload the JSONL input, create the batch, retrieve it, read
+  an output file), bounded reads, the key never shown.
+- :func:`request_of` and :func:`replay`: a scorer's judgement made in two halves. The scorer
+  runs once with a transport that records its first request and asks nothing (the request goes
+  to the spool), and again, when the batch is in, with a transport that answers that request from
+  the batch's output line: the same prompt building, parsing and result as a live call. A
+  scorer that needs a second call (a corrective re-ask after a broken answer) makes it live,
+  at the standard price, counted as a call of the result.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from otel_scorers import http, safe_json
+from otel_scorers.errors import JudgeConnectionError, JudgeRequestError, JudgeResponseError
+from otel_scorers.judge.openai_compatible import DirectTransport
+from otel_scorers.judge.transport import ChatRequest, ChatResponse
+
+__all__ = ["BatchAPI", "Spool", "batch_body", "output_lines", "replay", "request_of"]
+
+#: The most of one batch output or error file read (a provider's file of 50,000 judge answers
+#: is well under it).
+MAX_FILE_BYTES = 256 * 1024 * 1024
+#: The most of one API answer (a batch object) read.
+MAX_ANSWER_BYTES = 1024 * 1024
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """``data`` at ``path`` whole or not at all (temporary file, fsync, rename, dir fsync)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+class Spool:
+    """Deferred judgements and submitted batches on disk (see the module docstring)."""
+
+    def __init__(self, directory: str | Path, max_bytes: int) -> None:
+        self.root = Path(directory)
+        self.max_bytes = max_bytes
+        self.pending_dir, self.batch_dir = self.root / "pending", self.root / "batches"
+        for folder in (self.pending_dir, self.batch_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        self._bytes = sum(p.stat().st_size for p in self.pending_dir.glob("*.json"))
+
+    @property
+    def used_bytes(self) -> int:
+        return self._bytes
+
+    def add(self, entry: Mapping[str, Any]) -> bool:
+        """Keep ``entry`` (its ``id`` names it); ``False`` when the spool is full."""
+        data = json.dumps(entry, separators=(",", ":")).encode()
+        if self._bytes + len(data) > self.max_bytes:
+            return False
+        _write_atomic(self.pending_dir / f"{entry['id']}.json", data)
+        self._bytes += len(data)
+        return True
+
+    def update(self, entry: Mapping[str, Any]) -> None:
+        path = self.pending_dir / f"{entry['id']}.json"
+        before = path.stat().st_size if path.exists() else 0
+        data = json.dumps(entry, separators=(",", ":")).encode()
+        _write_atomic(path, data)
+        self._bytes += len(data) - before
+
+    def entries(self) -> dict[str, dict[str, Any]]:
+        """Every deferred judgement, by id (a file that does not read is set aside)."""
+        out: dict[str, dict[str, Any]] = {}
+        for path in sorted(self.pending_dir.glob("*.json")):
+            try:
+                entry = safe_json.loads(path.read_bytes())
+            except (OSError, ValueError):
+                path.rename(path.with_suffix(".unreadable"))
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+                out[entry["id"]] = entry
+        return out
+
+    def remove(self, ident: str) -> None:
+        path = self.pending_dir / f"{ident}.json"
+        try:
+            size = path.stat().st_size
+            path.unlink()
+        except FileNotFoundError:
+            return
+        self._bytes -= size
+
+    def batches(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for path in sorted(self.batch_dir.glob("*.json")):
+            try:
+                record = safe_json.loads(path.read_bytes())
+            except (OSError, ValueError):
+                continue
+            if isinstance(record, dict) and isinstance(record.get("id"), str):
+                out[record["id"]] = record
+        return out
+
+    def save_batch(self, record: Mapping[str, Any]) -> None:
+        name = hashlib.sha256(str(record["id"]).encode()).hexdigest()[:32]
+        _write_atomic(self.batch_dir / f"{name}.json", json.dumps(record).encode())
+
+    def drop_batch(self, ident: str) -> None:
+        name = hashlib.sha256(ident.encode()).hexdigest()[:32]
+        (self.batch_dir / f"{name}.json").unlink(missing_ok=True)
+
+
+class BatchAPI:
+    """OpenAI's files and batches endpoints at ``api_base`` (``.../v1``)."""
+
+    def __init__(self, api_base: str, api_key: str | None) -> None:
+        self.base = api_base.rstrip("/")
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+
+    def __repr__(self) -> str:
+        return f"BatchAPI({http.shown_url(self.base)!r})"
+
+    async def _request(self, method: str, path: str, *, data: Any = None,
+                       json_body: Any = None, limit: int = MAX_ANSWER_BYTES) -> bytes:
+        import aiohttp
+
+        session = http.shared("batches", lambda: aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=300)))
+        try:
+            async with session.request(method, self.base + path, data=data, json=json_body,
+                                       headers=self._headers, allow_redirects=False) as answer:
+                status = answer.status
+                raw = await http.read_bounded(answer, limit)
+        except http.TooLarge:
+            raise JudgeResponseError(f"batch API answered more than {limit} bytes") from None
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise JudgeConnectionError(
+                f"could not reach the batch API at {http.shown_url(self.base)}: "
+                f"{type(exc).__name__}") from None
+        if not 200 <= status < 300:
+            raise JudgeRequestError(f"batch API {method} {path} answered HTTP "
+                                    f"{status}", status_code=status)
+        return raw
+
+    async def _json(self, method: str, path: str, **options: Any) -> dict[str, Any]:
+        raw = await self._request(method, path, **options)
+        try:
+            answer = safe_json.loads(raw)
+        except ValueError:
+            raise JudgeResponseError(f"batch API answered {path} with no JSON") from None
+        if not isinstance(answer, dict):
+            raise JudgeResponseError(f"batch API answered {path} with no object")
+        return answer
+
+    async def upload(self, lines: bytes) -> str:
+        import aiohttp
+
+        form = aiohttp.FormData()
+        form.add_field("purpose", "batch")
+        form.add_field("file", lines, filename="otel-scorers-batch.jsonl",
+                       content_type="application/jsonl")
+        ident = (await self._json("POST", "/files", data=form)).get("id")
+        if not isinstance(ident, str):
+            raise JudgeResponseError("batch API gave the uploaded file no id")
+        return ident
+
+    async def create(self, file_id: str, window: str) -> dict[str, Any]:
+        return await self._json("POST", "/batches", json_body={
+            "input_file_id": file_id, "endpoint": "/v1/chat/completions",
+            "completion_window": window})
+
+    async def retrieve(self, batch_id: str) -> dict[str, Any]:
+        return await self._json("GET", f"/batches/{_safe_id(batch_id)}")
+
+    async def content(self, file_id: str) -> bytes:
+        return await self._request("GET", f"/files/{_safe_id(file_id)}/content",
+                                   limit=MAX_FILE_BYTES)
+
+
+def _safe_id(ident: str) -> str:
+    """A provider's object id as a path segment (what a hostile answer puts there stays one)."""
+    import urllib.parse
+
+    return urllib.parse.quote(ident[:200], safe="")
+
+
+class _Deferred(JudgeRequestError):
+    """Raised by the recording transport: nothing is asked now (never retried)."""
+
+
+class _Recording:
+    """A transport that records the first request and asks nothing."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.requests: list[ChatRequest] = []
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        self.requests.append(request)
+        raise _Deferred("deferred to the batch lane")
+
+    def __getattr__(self, name: str) -> Any:  # structured_mode, priced, key_variables
+        return getattr(self.inner, name)
+
+
+class _Replaying:
+    """A transport that answers the first request from a batch output line's body (priced at
+    the price map's batch rates) and any later one live."""
+
+    def __init__(self, inner: Any, model: str, body: Mapping[str, Any]) -> None:
+        self.inner, self.model, self.body, self.used = inner, model, body, False
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        if self.used:
+            return await self.inner.complete(request)  # type: ignore[no-any-return]
+        self.used = True
+        reader = DirectTransport(self.model, "http://batch.invalid/v1", None)
+        return reader._answer(200, {}, json.dumps(self.body).encode(), "batches")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _with_transport(scorer: Any, transport: Any) -> Any:
+    """A shallow copy of ``scorer`` whose judge calls go through ``transport``."""
+    judge = copy.copy(scorer.judge)
+    judge.transport = transport
+    twin = copy.copy(scorer)
+    twin.judge = judge
+    return twin
+
+
+def batch_body(request: ChatRequest, model: str) -> dict[str, Any]:
+    """The chat-completions body of ``request`` as a batch input line carries it."""
+    body: dict[str, Any] = {"model": model.split("/", 1)[-1],
+                            "messages": [dict(m) for m in request.messages],
+                            "temperature": request.temperature, "max_tokens": request.max_tokens}
+    if request.response_format is not None:
+        body["response_format"] = dict(request.response_format)
+    return body
+
+
+async def request_of(scorer: Any, run: Any) -> dict[str, Any] | None:
+    """The body of the first judge request ``scorer`` makes for ``run`` (``None``: it asks
+    the judge nothing: a code scorer, or a run it skips)."""
+    recording = _Recording(scorer.judge.transport)
+    await _with_transport(scorer, recording).arun(run)
+    if not recording.requests:
+        return None
+    return batch_body(recording.requests[0], scorer.judge.model)
+
+
+async def replay(scorer: Any, run: Any, body: Mapping[str, Any]) -> Any:
+    """``scorer``'s result for ``run`` with its first request answered by ``body`` (a batch
+    output line's chat completion)."""
+    return await _with_transport(scorer, _Replaying(scorer.judge.transport, scorer.judge.model,
+                                                    body)).arun(run)
+
+
+def output_lines(raw: bytes) -> Sequence[dict[str, Any]]:
+    """The JSON objects of a batch output or error file (a line that does not read is left
+    out)."""
+    out = []
+    for line in raw.splitlines():
+        try:
+            item = safe_json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("custom_id"), str):
+            out.append(item)
+    return out

@@ -1,0 +1,248 @@
+"""The batch lane of the scorers with ``lane: batch``: their judgements at the batch price,
+emitted late (see :mod:`otel_scorers.judge.batches` for the spool and the API).
+
+A selected run of such a scorer is not asked now: its judge request (the scorer's own prompt)
+goes to the spool with the run and the evaluated span's trace and span ids, and the evaluation
+of that scorer ends there (no decision yet: ``health()["batch"]["pending"]`` counts them). Every
+``batch.interval_s`` the lane submits what waits (one JSONL file, one batch, at most
+``batch.max_lines`` lines) and polls the open batches. A completed batch's answers are parsed by
+the scorer's own code and emitted as any result is, late, on the evaluated span's context: the
+evaluation span (a child of the evaluated span, started when the run was spooled), the
+``gen_ai.evaluation.result`` event, the metrics (recorded when the answer arrives) and the
+sinks; then the entry leaves the spool. A line that failed, expired or never came back is asked
+again in a later batch, at most ``batch.max_attempts`` times, then emitted as an error result
+whose ``error.type`` says why (``batch_failed``, ``batch_expired``). A batch that is not done
+``batch.give_up_after_s`` after it was created counts as expired.
+
+At start the spool is read again: the entries not yet emitted and the batches in flight go on
+(after a ``kill -9`` too). An entry is removed only after its result was emitted, so a crash
+between the two emits it again at restart (at least once; in practice only for a result that was
+being written when the process died).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.trace import SpanContext, TraceFlags
+
+from otel_scorers import background_loop
+from otel_scorers.capture import Captured
+from otel_scorers.emit.spans import Subject
+from otel_scorers.names import Reason
+from otel_scorers.scorers.result import ScoreError, ScoreResult
+from otel_scorers.scorers.run import ScorerRun
+
+__all__ = ["BatchLane", "BatchParts"]
+
+logger = logging.getLogger(__name__)
+
+#: A batch the provider reports in one of these states is over (its files say what came back).
+FINISHED = frozenset({"completed", "failed", "expired", "cancelled"})
+
+
+@dataclass(frozen=True)
+class BatchParts:
+    """What the lane uses from the judge layer (made by ``pipeline.batch.build``)."""
+
+    spool: Any
+    api: Any
+    request_of: Callable[..., Any]
+    replay: Callable[..., Any]
+    output_lines: Callable[[bytes], Any]
+    interval_s: float
+    max_lines: int
+    max_attempts: int
+    window: str
+    give_up_after_s: float
+
+
+class BatchLane:
+    """Defers the judgements of the batch scorers and emits them when they come back."""
+
+    def __init__(self, parts: BatchParts, slots: Mapping[str, Any], emission: Any,
+                 log_once: Callable[[str, str], None]) -> None:
+        self.parts, self.slots, self.emission, self._log_once = parts, slots, emission, log_once
+        self.counts = {"spooled": 0, "submitted": 0, "emitted": 0, "retried": 0, "failed": 0,
+                       "spool_full": 0}
+        self._task: Any = None
+        self._stopped = False
+        self._lock = asyncio.Lock()
+
+    def handles(self, name: str) -> bool:
+        return name in self.slots
+
+    # -- in ------------------------------------------------------------------------------------
+    async def defer(self, slot: Any, subject: Subject, captured: Captured) -> None:
+        """Spool ``slot``'s judgement of ``captured``'s run about ``subject`` (or count why
+        not: a full spool drops it, ``spool_full``; a scorer that asks nothing is judged now)."""
+        run = captured.run
+        assert run is not None
+        body = await self.parts.request_of(slot.scorer, run)
+        if body is None:  # nothing to ask the judge: its result is final now
+            result = await slot.scorer.arun(run)
+            self.emission.decided(slot, subject, captured, result, judged=True,
+                                  start_ns=time.time_ns())
+            return
+        context = subject.context
+        ident = hashlib.sha256(f"{slot.name}:{context.trace_id:032x}:{context.span_id:016x}:"
+                               f"{run.run_id}".encode()).hexdigest()[:32]
+        entry = {"id": ident, "scorer": slot.name, "run": run.model_dump(mode="json"),
+                 "trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}",
+                 "span_name": subject.name, "agent": captured.agent, "source": captured.source,
+                 "body": body, "attempts": 0, "batch": None, "spooled_ns": time.time_ns()}
+        if await asyncio.to_thread(self.parts.spool.add, entry):
+            self.counts["spooled"] += 1
+            return
+        self.counts["spool_full"] += 1
+        self.emission.dropped(slot, Reason.SPOOL_FULL)
+        self._log_once("batch:full", "otel-scorers: the batch spool is full: judgements of the "
+                       "batch lane are dropped (decision dropped, reason spool_full). To fix: "
+                       "raise batch.max_bytes (OTEL_SCORERS_BATCH_MAX_BYTES) or sample less")
+
+    # -- the rounds ----------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._task is None:
+            self._task = background_loop.submit(self._run())
+
+    def stop(self) -> None:
+        """Stop the rounds; what is spooled or in flight stays on disk for the next start."""
+        self._stopped = True
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _run(self) -> None:
+        while not self._stopped:
+            # one interval first: what the start's first runs spool goes in one batch
+            await asyncio.sleep(self.parts.interval_s)
+            try:
+                await self.round()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if self._stopped:  # stopping (or the interpreter exiting): the spool keeps it
+                    return  # the provider unreachable, a bad answer: next round
+                logger.debug("batch round failed", exc_info=True)
+                self._log_once("batch:round", f"otel-scorers: a batch round failed ({exc}); "
+                               "it is tried again every batch.interval_s")
+
+    async def round(self) -> None:
+        """Poll the open batches (emitting what came back), then submit what waits."""
+        async with self._lock:
+            spool = self.parts.spool
+            entries = await asyncio.to_thread(spool.entries)
+            for batch in (await asyncio.to_thread(spool.batches)).values():
+                await self._poll(batch, entries)
+            waiting = [e for e in entries.values() if not e.get("batch")
+                       and e["scorer"] in self.slots]
+            if waiting and not self._stopped:
+                await self._submit(waiting[:self.parts.max_lines])
+
+    async def _submit(self, waiting: list[dict[str, Any]]) -> None:
+        import json
+
+        lines = b"".join(json.dumps({"custom_id": e["id"], "method": "POST",
+                                     "url": "/v1/chat/completions", "body": e["body"]},
+                                    separators=(",", ":")).encode() + b"\n" for e in waiting)
+        api, spool = self.parts.api, self.parts.spool
+        file_id = await api.upload(lines)
+        batch = await api.create(file_id, self.parts.window)
+        ident = batch.get("id")
+        if not isinstance(ident, str):
+            raise ValueError("the batch API gave the batch no id")
+        # the batch first (so a crash now leaves it known), then each entry marked in it
+        await asyncio.to_thread(spool.save_batch, {
+            "id": ident, "entries": [e["id"] for e in waiting], "created": time.time()})
+        for entry in waiting:
+            entry["batch"] = ident
+            entry["attempts"] = int(entry.get("attempts", 0)) + 1
+            await asyncio.to_thread(spool.update, entry)
+        self.counts["submitted"] += len(waiting)
+
+    async def _poll(self, batch: dict[str, Any], entries: dict[str, dict[str, Any]]) -> None:
+        api, spool = self.parts.api, self.parts.spool
+        state = await api.retrieve(batch["id"])
+        status = state.get("status")
+        late = time.time() - float(batch.get("created", 0)) > self.parts.give_up_after_s
+        if status not in FINISHED and not late:
+            return
+        answered: dict[str, dict[str, Any]] = {}
+        failed: dict[str, str] = {}
+        for key, kind in (("output_file_id", "output"), ("error_file_id", "error")):
+            file_id = state.get(key)
+            if not isinstance(file_id, str) or not file_id:
+                continue
+            for line in self.parts.output_lines(await api.content(file_id)):
+                response = line.get("response")
+                if kind == "output" and isinstance(response, dict) and \
+                        response.get("status_code") == 200 and isinstance(
+                            response.get("body"), dict):
+                    answered[line["custom_id"]] = response["body"]
+                else:  # OpenAI writes a request that expired with the batch as batch_expired
+                    error = line.get("error")
+                    code = error.get("code") if isinstance(error, dict) else None
+                    failed[line["custom_id"]] = "batch_expired" if code == "batch_expired" \
+                        else "batch_failed"
+        reason = "batch_expired" if status == "expired" or late else "batch_failed"
+        for ident in batch.get("entries", ()):
+            entry = entries.get(ident)
+            if entry is None or entry.get("batch") != batch["id"]:
+                continue  # emitted already (a restart after the emission)
+            if ident in answered:
+                await self._emit(entry, answered[ident])
+            else:
+                await self._again(entry, failed.get(ident, reason))
+        await asyncio.to_thread(spool.drop_batch, batch["id"])
+
+    async def _again(self, entry: dict[str, Any], reason: str) -> None:
+        """A line that did not come back: asked again, or past its attempts an error result."""
+        if int(entry.get("attempts", 0)) < self.parts.max_attempts:
+            entry["batch"] = None
+            await asyncio.to_thread(self.parts.spool.update, entry)
+            self.counts["retried"] += 1
+            return
+        slot = self.slots.get(entry["scorer"])
+        if slot is not None:
+            message = (f"the batch lane got no answer after {entry['attempts']} attempt(s) "
+                       f"({reason})")
+            result = ScoreResult(run_id=str(entry["run"].get("run_id", "")), scorer=slot.name,
+                                 scale=float(getattr(slot.scorer, "scale", 1.0)),
+                                 error=ScoreError(type=reason, message=message),
+                                 reason=f"Not scored: {message}")
+            self._emit_result(slot, entry, result, judged=False)
+        self.counts["failed"] += 1
+        await asyncio.to_thread(self.parts.spool.remove, entry["id"])
+
+    async def _emit(self, entry: dict[str, Any], body: dict[str, Any]) -> None:
+        slot = self.slots.get(entry["scorer"])
+        if slot is None:  # a scorer no longer configured: its answer is left on disk
+            return
+        run = ScorerRun.model_validate(entry["run"])
+        result = await self.parts.replay(slot.scorer, run, body)
+        if result.judge is not None:
+            result = result.model_copy(update={"judge": result.judge.model_copy(
+                update={"service_tier": "batch"})})
+        self._emit_result(slot, entry, result, judged=True)
+        self.counts["emitted"] += 1
+        await asyncio.to_thread(self.parts.spool.remove, entry["id"])
+
+    def _emit_result(self, slot: Any, entry: dict[str, Any], result: ScoreResult, *,
+                     judged: bool) -> None:
+        context = SpanContext(int(entry["trace_id"], 16), int(entry["span_id"], 16),
+                              is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+        subject = Subject(context, str(entry.get("span_name") or ""))
+        run = ScorerRun.model_validate(entry["run"])
+        captured = Captured(run, source=entry.get("source"), agent=entry.get("agent"))
+        self.emission.decided(slot, subject, captured, result, judged=judged,
+                              start_ns=int(entry.get("spooled_ns") or time.time_ns()))
+
+    def report(self) -> dict[str, Any]:
+        """For ``health()["batch"]``: what is waiting on disk and what happened since start."""
+        spool = self.parts.spool
+        return {**self.counts, "pending_bytes": spool.used_bytes}

@@ -1,0 +1,158 @@
+"""The batch lane (issue 38.1), against the scripted judge server's files and batches endpoints:
+a scorer with ``lane: batch`` spools its judge requests, submits them as one batch, and emits
+each answer late, on the evaluated span's context, parsed by the scorer's own code and priced at
+the batch rates; partially failed and expired lines are asked again, past their attempts an
+error result says why; a batch that never completes is given up on; a ``kill -9`` mid-batch and
+a restart deliver every result once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from otel_scorers import RubricScorer
+from otel_scorers.judge.client import JudgeClient
+from otel_scorers.pipeline import ScorerSpec
+from otel_scorers.testing import ScriptedJudgeServer, judge_responder
+from tests.support import Telemetry, end_agent_span
+
+pytestmark = pytest.mark.timeout(300)
+
+# gpt-4o-mini in litellm's bundled price map, at its batch rates (the scripted judge answers
+# 100 input and 50 output tokens)
+BATCH_COST = 100 * 7.5e-08 + 50 * 3e-07
+HERE = Path(__file__).parent
+
+
+def wait_for(check: Any, what: str, timeout_s: float = 60) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = check()
+        if found:
+            return found
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def lane_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    spool = tmp_path / "spool"
+    monkeypatch.setenv("OTEL_SCORERS_BATCH_DIR", str(spool))
+    monkeypatch.setenv("OTEL_SCORERS_BATCH_INTERVAL_S", "0.2")
+    monkeypatch.setenv("OTEL_SCORERS_CANARY", "false")
+    return spool
+
+
+def batch_processor(make_processor: Any, server: ScriptedJudgeServer) -> Any:
+    judge = JudgeClient("openai/gpt-4o-mini", api_base=server.url, api_key="k",
+                        structured_output="json_object")
+    return make_processor([ScorerSpec(RubricScorer(judge, "- greets the user"),
+                                      lane="batch")])
+
+
+def pending(spool: Path) -> int:
+    return len(list((spool / "pending").glob("*.json")))
+
+
+def test_judgements_go_through_a_batch_and_land_late_on_their_spans(
+        lane_env: Path, telemetry: Telemetry, make_processor: Any,
+        judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder()
+    processor = batch_processor(make_processor, judge_server)
+    runs = [end_agent_span(telemetry, prompt=f"q{index}") for index in range(3)]
+    assert processor.force_flush(30_000)
+    # nothing asked live: three requests wait in the spool (or already in a batch)
+    assert telemetry.evaluation_spans() == [] and pending(lane_env) == 3
+    assert not [r for r in judge_server.requests if "batch" not in r.headers]
+    spans = wait_for(lambda: len(telemetry.evaluation_spans()) == 3 and
+                     telemetry.evaluation_spans(), "the batch's results")
+    assert {s.parent.span_id for s in spans} == {r.context.span_id for r in runs}
+    assert {s.context.trace_id for s in spans} == {r.context.trace_id for r in runs}
+    for span in spans:
+        assert span.attributes["otel_scorers.judge.service_tier"] == "batch"
+        assert span.attributes["otel_scorers.judge.cost_usd"] == pytest.approx(BATCH_COST)
+        assert span.attributes["gen_ai.evaluation.score.label"] == "pass"
+    assert len(judge_server.batches.batches) == 1  # one batch of three lines
+    assert [r.headers["batch"] for r in judge_server.requests] == ["batch-000002"] * 3
+    assert processor.stats()["rubric"] == {"selected": 3, "scored": 3}
+    wait_for(lambda: pending(lane_env) == 0, "the spool emptied")
+    tiers = {a["service_tier"] for a, _ in telemetry.metrics()["otel_scorers.judge.cost"]}
+    assert tiers == {"batch"}
+
+
+def test_failed_and_expired_lines_are_asked_again_then_said(
+        lane_env: Path, telemetry: Telemetry, make_processor: Any,
+        judge_server: ScriptedJudgeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    judge_server.responder = judge_responder()
+    judge_server.batches.plan("partial", "expired", "expired")
+    monkeypatch.setenv("OTEL_SCORERS_BATCH_MAX_ATTEMPTS", "3")
+    monkeypatch.setenv("OTEL_SCORERS_BATCH_INTERVAL_S", "1")  # the four runs in one batch
+    processor = batch_processor(make_processor, judge_server)
+    for index in range(4):
+        end_agent_span(telemetry, prompt=f"q{index}")
+    assert processor.force_flush(30_000)
+    # batch 1: lines 0, 2 answered, 1, 3 failed; batch 2 (1, 3): 1 answered, 3 expired;
+    # batch 3 (3): expired again: its third attempt, so an error result that says why
+    wait_for(lambda: sum(processor.stats()["rubric"].get(k, 0) for k in ("scored", "error"))
+             == 4, "every run decided", timeout_s=90)
+    stats = processor.stats()["rubric"]
+    assert stats["scored"] == 3 and stats["error"] == 1, stats
+    (failed,) = [s for s in telemetry.evaluation_spans()
+                 if s.attributes.get("otel_scorers.error.type")]
+    assert failed.attributes["otel_scorers.error.type"] == "batch_expired"
+    assert len(telemetry.evaluation_spans()) == 4  # each once
+    assert len(judge_server.batches.batches) == 3
+    assert processor.health()["batch"]["retried"] == 3
+
+
+def test_a_batch_that_never_completes_is_given_up_on(
+        lane_env: Path, telemetry: Telemetry, make_processor: Any,
+        judge_server: ScriptedJudgeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    judge_server.responder = judge_responder()
+    judge_server.batches.plan("never")
+    monkeypatch.setenv("OTEL_SCORERS_BATCH_GIVE_UP_AFTER_S", "1")
+    processor = batch_processor(make_processor, judge_server)
+    end_agent_span(telemetry)
+    assert processor.force_flush(30_000)
+    wait_for(telemetry.evaluation_spans, "the run judged in a second batch")
+    assert processor.stats()["rubric"] == {"selected": 1, "scored": 1}
+    assert len(judge_server.batches.batches) == 2
+
+
+def test_a_kill_9_mid_batch_and_a_restart_deliver_every_result_once(
+        tmp_path: Path, judge_server: ScriptedJudgeServer) -> None:
+    judge_server.responder = judge_responder()
+    judge_server.batches.polls = 10_000  # in progress until the test says otherwise
+    spool = tmp_path / "spool"
+    env = {**os.environ, "OTEL_SCORERS_BATCH_DIR": str(spool),
+           "OTEL_SCORERS_BATCH_INTERVAL_S": "0.2", "OTEL_SCORERS_CANARY": "false",
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    first = subprocess.Popen([sys.executable, str(HERE / "batch_app.py"), judge_server.url,
+                              "5"], stdout=subprocess.PIPE, text=True, env=env)
+    assert first.stdout is not None
+    traces = json.loads(first.stdout.readline())  # the five runs it ended
+    wait_for(lambda: judge_server.batches.batches, "the batch submitted")
+    wait_for(lambda: all(json.loads(p.read_text()).get("batch")
+                         for p in (spool / "pending").glob("*.json")), "entries in the batch")
+    first.send_signal(signal.SIGKILL)
+    first.wait(30)
+    judge_server.batches.polls = 1  # the batch completes at the next poll
+    second = subprocess.Popen([sys.executable, str(HERE / "batch_app.py"), judge_server.url,
+                               "0"], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        out, _ = second.communicate(timeout=120)
+    finally:
+        second.kill()
+    results = [json.loads(line) for line in out.splitlines()[1:]]
+    assert sorted(r["trace_id"] for r in results) == sorted(traces)  # each once
+    assert all(r["label"] == "pass" and r["tier"] == "batch" for r in results)
+    assert len(judge_server.batches.batches) == 1  # not submitted again
+    assert list((spool / "pending").glob("*.json")) == []
