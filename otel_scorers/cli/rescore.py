@@ -62,9 +62,17 @@ def processor_for(config_file: str | None, telemetry: Any, **overrides: Any) -> 
                    "the file to `otel-scorers calibrate --cases`.")
 @click.option("--progress/--no-progress", default=None,
               help="Show a progress bar (default: when stderr is a terminal).")
+@click.option("--lane", type=click.Choice(["live", "batch"]), default="live", show_default=True,
+              help="batch: send every judge request as one batch through the provider's batch "
+                   "API (about half the price; an openai/<model> judge) and wait for it; the "
+                   "batch is picked up again by the same command when stopped.")
+@click.option("--batch-timeout", type=click.FloatRange(min=1), default=90_000.0,
+              show_default=True, help="Seconds to wait for the batch before stopping (exit 1; "
+                                      "run the command again to pick the batch up).")
 def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
             concurrency: int | None, limit: int | None, dry_run: bool, emit: bool,
-            otlp_endpoint: str, restart: bool, include_run: bool, progress: bool | None) -> None:
+            otlp_endpoint: str, restart: bool, include_run: bool, progress: bool | None,
+            lane: str, batch_timeout: float) -> None:
     """Score agent runs in exported OTLP trace files (JSON lines or protobuf, .gz too).
 
     Selection, capture and scorers are configured as for live scoring. Results are JSON lines,
@@ -72,8 +80,10 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
     """
     from rich.console import Console
 
+    from otel_scorers.errors import ConfigError
     from otel_scorers.otlp import OTLPDecodeError, Telemetry
-    from otel_scorers.rescore import OutputError, Rescorer, done_pairs
+    from otel_scorers.rescore import OutputError, done_pairs
+    from otel_scorers.rescore.batch import BatchTimeout
 
     if output is not None and Path(output).exists() and any(
             os.path.samefile(output, name) for name in files):
@@ -83,9 +93,9 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
     telemetry = Telemetry(otlp_endpoint, service_name="otel-scorers-rescore") if (
         emit and not dry_run) else None
     processor = processor_for(config_file, telemetry)
-    rescorer = Rescorer(processor, concurrency=concurrency or processor.settings.concurrency,
-                        include_run=include_run)
     out_path = Path(output) if output else None
+    rescorer = _rescorer(processor, out_path, concurrency=concurrency, include_run=include_run,
+                         lane=lane, batch_timeout_s=batch_timeout)
     done = done_pairs(out_path) if out_path is not None and not restart else set()
     try:
         plan = rescorer.plan(files, limit=limit, done=done)  # unreadable input: found here
@@ -100,6 +110,9 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
             return
         outcome, sessions = _judge(rescorer, files, plan.to_judge, out_path, restart, limit,
                                    done, console, progress)
+    except (BatchTimeout, ConfigError) as exc:  # the batch's id is kept beside the output;
+        # a judge without a batch API: one line each
+        raise (Failed if isinstance(exc, BatchTimeout) else UsageProblem)(str(exc)) from None
     except OutputError as exc:  # `rescore ... | head -1`, a full disk: one line, exit 1
         if output is None:
             _quiet_stdout()
@@ -127,13 +140,34 @@ def rescore(files: tuple[str, ...], output: str | None, config_file: str | None,
                      if telemetry is not None and unsent is None else ""))
     if unsent is not None:
         raise Failed(f"telemetry not sent: {unsent}")
+    _sinks_kept_all(sinks)
+    if outcome["error"] and not outcome["scored"]:
+        raise SystemExit(1)
+
+
+def _sinks_kept_all(sinks: dict[str, Any]) -> None:
+    """Exit 1 naming a result backend that dropped results, and why."""
     for name, row in sinks.items():
         if row.get("dropped"):
             reasons = ", ".join(f"{key.split(':', 1)[1]}: {count}" for key, count in row.items()
                                 if key.startswith("dropped:"))
             raise Failed(f"{row['dropped']} result(s) not written to {name} ({reasons})")
-    if outcome["error"] and not outcome["scored"]:
-        raise SystemExit(1)
+
+
+def _rescorer(processor: Any, out_path: Path | None, *, concurrency: int | None,
+              **options: Any) -> Any:
+    """The rescorer (``--lane batch`` keeps its batch's id beside the output); a
+    configuration it cannot judge is one line, exit 2."""
+    from otel_scorers.errors import ConfigError
+    from otel_scorers.rescore import Rescorer
+
+    try:
+        return Rescorer(processor, concurrency=concurrency or processor.settings.concurrency,
+                        batch_state=out_path.with_name(out_path.name + ".batch.json")
+                        if out_path else None, **options)
+    except ConfigError as exc:
+        processor.shutdown()
+        raise UsageProblem(str(exc)) from None
 
 
 def _judge(rescorer: Any, files: tuple[str, ...], total: int, out_path: Path | None,

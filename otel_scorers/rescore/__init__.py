@@ -34,6 +34,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_scorers import background_loop
+from otel_scorers.errors import ConfigError
 from otel_scorers.pipeline.processor import ScoringSpanProcessor
 from otel_scorers.pipeline.sessions import SessionJob
 from otel_scorers.rescore.estimate import DryRunEstimate, add_hint, estimate
@@ -75,12 +76,22 @@ class Rescorer:
     """Judges the selected runs of OTLP files with a processor's scorers."""
 
     def __init__(self, processor: ScoringSpanProcessor, *, concurrency: int = 8,
-                 window: int = 8, include_run: bool = False) -> None:
+                 window: int = 8, include_run: bool = False, lane: str = "live",
+                 batch_state: Path | None = None, batch_timeout_s: float = 90_000.0) -> None:
         self.processor = processor
-        # rescoring history is not live traffic: its processor does not run judge canaries
+        # rescoring history is not live traffic: its processor does not run judge canaries,
+        # nor a live batch lane (that would read and emit an application's spool)
         canaries = getattr(processor, "canaries", None)
         if canaries is not None:
             canaries.stop()
+        live_lane = processor._parts.evaluation.batch
+        if live_lane is not None:
+            live_lane.stop()
+            if lane != "batch":
+                raise ConfigError("a scorer is configured with lane: batch: rescore it with "
+                                  "--lane batch (or configure lane: live)")
+        #: ``batch``: every turn scorer judged in one provider batch (:mod:`.batch`)
+        self.lane, self.batch_state, self.batch_timeout_s = lane, batch_state, batch_timeout_s
         #: Write the judged run (input, system, context, output) on each line: content, off
         #: by default; ``calibrate`` turns such lines plus a ``corrected`` column into cases.
         self.include_run = include_run
@@ -89,6 +100,10 @@ class Rescorer:
         self.session_names = set(processor.on_demand.session_scorers)
         self.names = [name for name in (str(getattr(s, "name", "")) for s in processor.scorers)
                       if name not in self.session_names]
+        if lane == "batch" and self.session_names:
+            raise ConfigError(f"--lane batch judges the turn scorers; the session scorers "
+                              f"({', '.join(sorted(self.session_names))}) judge whole "
+                              "conversations live: rescore them without --lane batch")
 
     def _pending(self, ref: RunRef, done: Pairs) -> list[str]:
         return [name for name in self.names if (ref.trace_id, ref.span_id, name) not in done]
@@ -144,6 +159,14 @@ class Rescorer:
         stream = RunStream(self.processor, window=self.window)
         selected = self._selected(paths, done or set(), limit, stream, plan)
         sessions = FileSessions(self.processor) if self.session_names else None
+        if self.lane == "batch":
+            from otel_scorers.rescore.batch import judge_in_batch
+
+            poll_s = self.processor.settings.batch.interval_s
+            background_loop.run_sync(judge_in_batch(
+                self, selected, _Pass(self, plan, on_result, progress, None, done or set()),
+                self.batch_state, poll_s=poll_s, timeout_s=self.batch_timeout_s))
+            return plan
         background_loop.run_sync(self._judge_all(selected, plan, on_result, progress,
                                                  sessions, done or set()))
         if sessions is not None:

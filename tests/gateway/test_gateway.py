@@ -361,3 +361,31 @@ async def test_agent_scorers_at_the_gateway(judge_server: ScriptedJudgeServer,
     assert scores == {"trajectory": 1.0, "checks": 1.0, "faithfulness": 1.0, "tool_use": 1.0}, \
         json.dumps(state)
     assert sum("tool calls" in r.fields for r in judge_server.requests) == 1
+
+
+async def test_the_gateway_judges_a_scorer_through_the_batch_lane(
+        judge_server: ScriptedJudgeServer, tmp_path: Path) -> None:
+    """A gateway scorer with ``lane: batch`` (issue 38.1): its requests go out as one batch,
+    the alignment scorer judges live, and the batch's results reach the upstream later on the
+    runs' own agent spans."""
+    judge_server.responder = judge_responder(satisfied=True)
+    config = _config(tmp_path, judge_server, batch={
+        "directory": str(tmp_path / "spool"), "interval_s": 0.5})
+    text = json.loads(config.read_text())
+    text["scorers"][0]["lane"] = "batch"
+    config.write_text(json.dumps(text))
+    async with Upstream() as upstream:
+        with gateway(config, upstream.url) as url:
+            app_spans = await asyncio.to_thread(run_app, url, 4)
+            await upstream.wait_for(lambda spans: sum(
+                s.name == f"{EVALUATION} rubric" for s in spans) >= 4)
+            state = health(url)
+    agents = {s.context.span_id: s for s in app_spans if s.name.startswith("invoke_agent")}
+    batched = [s for s in upstream.spans if s.name == f"{EVALUATION} rubric"]
+    assert {int.from_bytes(s.parent_span_id, "big") for s in batched} == set(agents)
+    assert all(any(a.key == "otel_scorers.judge.service_tier" and
+                   a.value.string_value == "batch" for a in s.attributes) for s in batched)
+    live = [r for r in judge_server.requests if "batch" not in r.headers]
+    assert live and all("rubric criteria" not in r.fields for r in live)  # alignment only
+    assert len(judge_server.batches.batches) >= 1
+    assert state["health"]["batch"]["emitted"] == 4, state

@@ -380,3 +380,52 @@ def test_a_closed_output_stops_the_run_quietly(tmp_path: Path,
     assert "Traceback" not in out.stderr and "Exception ignored" not in out.stderr
     assert "stopped: cannot write the results (Broken pipe)" in out.stderr
     assert len(judge_server.requests) <= 12, len(judge_server.requests)  # of 120
+
+
+def test_rescore_in_a_batch_matches_live_scoring_at_the_batch_price(
+        live: dict[str, Any], tmp_path: Path, judge_server: ScriptedJudgeServer) -> None:
+    """``--lane batch`` (issue 38.1): every request in one provider batch, the same results as
+    live scoring, each priced as a batch result; stopped while the batch runs (the timeout),
+    the same command picks the same batch up instead of paying for another."""
+    json_path, _ = _write_files(tmp_path, live["all"])
+    config = json.loads(live["config"].read_text())
+    config["judge"]["model"] = "openai/gpt-4o-mini"  # priced, with batch rates
+    config["batch"] = {"interval_s": 0.2}
+    config_path = tmp_path / "batch.yaml"
+    config_path.write_text(json.dumps(config))
+    out = tmp_path / "results.jsonl"
+    judge_server.batches.polls = 10_000  # in progress until the first command gives up
+    live_requests = len(judge_server.requests)
+    command = ["rescore", str(json_path), "--config", str(config_path), "-o", str(out),
+               "--lane", "batch"]
+    waited = CliRunner().invoke(main, [*command, "--batch-timeout", "1"])
+    assert waited.exit_code == 1 and "run the same command again" in waited.output, \
+        waited.output
+    assert (tmp_path / "results.jsonl.batch.json").exists()
+    judge_server.batches.polls = 1
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 0, result.output
+    assert len(judge_server.batches.batches) == 1  # the same batch, picked up
+    assert len(judge_server.requests) - live_requests == 24  # each request answered once
+    assert all("batch" in r.headers for r in judge_server.requests[live_requests:])
+    records = _records(out)
+    offline = {(r["trace_id"], r["span_id"], r["scorer"]): (r["score"], r["label"], r["reason"])
+               for r in records}
+    assert offline == _live_by_key(live["evaluations"])
+    assert all(r["judge"]["serviceTier"] == "batch" for r in records)
+    assert all(r["judge"]["costUsd"] == pytest.approx(100 * 7.5e-08 + 50 * 3e-07)
+               for r in records)
+    assert not (tmp_path / "results.jsonl.batch.json").exists()
+
+
+def test_rescore_in_a_batch_needs_a_judge_with_a_batch_api(
+        live: dict[str, Any], tmp_path: Path) -> None:
+    config = json.loads(live["config"].read_text())
+    config["judge"] = {"model": "anthropic/claude-3-5-haiku-latest", "api_key": "k"}
+    config_path = tmp_path / "anthropic.yaml"
+    config_path.write_text(json.dumps(config))
+    json_path, _ = _write_files(tmp_path, live["all"])
+    result = CliRunner().invoke(main, ["rescore", str(json_path), "--config", str(config_path),
+                                       "--lane", "batch"])
+    assert result.exit_code == 2 and "openai/<model>" in result.output, result.output
+    assert "Traceback" not in result.output

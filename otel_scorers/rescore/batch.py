@@ -1,0 +1,153 @@
+"""``rescore --lane batch``: history back-filled at the batch price.
+
+Every selected run's judge requests (each turn scorer's own prompt, recorded without a call) go
+to the provider as one batch (OpenAI's files and batches endpoints); the command waits for it,
+polling, and writes each answer as a result line, parsed by the scorer's own code and priced at
+the batch rates. The batch's id is kept beside the output (``<output>.batch.json``) until its
+results are written: a command that is stopped, or times out waiting, is run again the same way
+and picks the same batch up instead of paying for a second one. A request the batch did not
+answer is an error line (``batch_failed``, ``batch_expired``). A scorer that asks no judge (a
+code scorer) is judged at once. Session scorers are refused (they judge whole conversations:
+rescore them live). The runs of one pass are held in memory while the batch runs: bound it with
+``--limit``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from otel_scorers.errors import ConfigError
+from otel_scorers.judge.batches import BatchAPI, output_lines, replay, request_of
+from otel_scorers.scorers.result import ScoreError, ScoreResult
+
+__all__ = ["BatchTimeout", "judge_in_batch"]
+
+OPENAI = "https://api.openai.com/v1"
+FINISHED = frozenset({"completed", "failed", "expired", "cancelled"})
+
+
+class BatchTimeout(Exception):
+    """The batch was not done in time; its id is kept for the next run of the command."""
+
+
+def api_for(scorers: list[Any]) -> BatchAPI:
+    """The batch API of the scorers' judge (one ``openai/<model>`` judge endpoint)."""
+    judges = [s.judge for s in scorers if getattr(s, "judge", None) is not None]
+    bases = {j.api_base or OPENAI for j in judges}
+    if any(not str(j.model).startswith("openai/") for j in judges) or len(bases) > 1:
+        raise ConfigError("--lane batch needs every judging scorer on one openai/<model> "
+                          "judge endpoint (OpenAI, or a server with the batches endpoints)")
+    return BatchAPI(bases.pop() if bases else OPENAI, judges[0]._api_key if judges else None)
+
+
+async def judge_in_batch(rescorer: Any, selected: Iterator[tuple[Any, list[str]]],
+                         judging: Any, state_path: Path | None, *, poll_s: float,
+                         timeout_s: float) -> None:
+    """Judge the ``selected`` runs in one batch, writing each result through ``judging``
+    (the pass's writer)."""
+    processor = rescorer.processor
+    scorers = {str(s.name): s for s in processor.scorers}
+    api = api_for(list(scorers.values()))
+    items: dict[str, tuple[Any, str, Any, str | None, dict[str, Any]]] = {}
+    for ref, names in iter(lambda: next(selected, None), None):
+        captured = processor.on_demand.capture(ref.span, descendants=ref.descendants,
+                                               nested=ref.nested, agent=ref.agent,
+                                               links=ref.links)
+        agent = processor.on_demand.agent_of(ref.span) or ref.agent
+        if captured.run is None:
+            judging.plan.outcome["not_captured"] += 1
+            continue
+        for name in names:
+            body = await request_of(scorers[name], captured.run)
+            if body is None:  # asks no judge: judged now
+                judging.write(ref, [await scorers[name].arun(captured.run)], agent, None)
+                continue
+            ident = hashlib.sha256(f"{ref.trace_id}:{ref.span_id}:{name}".encode()
+                                   ).hexdigest()[:32]
+            items[ident] = (ref, name, captured.run, agent, body)
+    if not items:
+        return
+    batch_id = _resumed(state_path, items)
+    if batch_id is None:
+        lines = b"".join(json.dumps({"custom_id": ident, "method": "POST",
+                                     "url": "/v1/chat/completions", "body": item[4]},
+                                    separators=(",", ":")).encode() + b"\n"
+                         for ident, item in items.items())
+        batch = await api.create(await api.upload(lines), "24h")
+        batch_id = str(batch.get("id") or "")
+        if not batch_id:
+            raise ConfigError("the batch API gave the batch no id")
+        if state_path is not None:
+            state_path.write_text(json.dumps({"batch": batch_id, "ids": sorted(items)}))
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = await api.retrieve(batch_id)
+        if state.get("status") in FINISHED:
+            break
+        if time.monotonic() >= deadline:
+            raise BatchTimeout(f"batch {batch_id} is {state.get('status')} after "
+                               f"{timeout_s:g}s: run the same command again to pick it up")
+        await asyncio.sleep(poll_s)
+    answered, failed = await _answers(api, state)
+    reason = "batch_expired" if state.get("status") == "expired" else "batch_failed"
+    for ident, (ref, name, run, agent, _body) in items.items():
+        scorer = scorers[name]
+        if ident in answered:
+            result = await replay(scorer, run, answered[ident])
+            if result.judge is not None:
+                result = result.model_copy(update={"judge": result.judge.model_copy(
+                    update={"service_tier": "batch"})})
+        else:
+            why = failed.get(ident, reason)
+            result = ScoreResult(run_id=run.run_id, scorer=name,
+                                 scale=float(getattr(scorer, "scale", 1.0)),
+                                 error=ScoreError(type=why, message=f"the batch did not "
+                                                  f"answer this request ({why})"),
+                                 reason=f"Not scored: the batch did not answer ({why})")
+        if not judging.write(ref, [result], agent, run if rescorer.include_run else None):
+            return
+        if judging.progress is not None:
+            judging.progress(1)
+    if state_path is not None:
+        state_path.unlink(missing_ok=True)
+
+
+def _resumed(state_path: Path | None, items: dict[str, Any]) -> str | None:
+    """The batch an earlier run of the command submitted for the same requests, if any."""
+    if state_path is None or not state_path.exists():
+        return None
+    try:
+        state = json.loads(state_path.read_text())
+    except (OSError, ValueError):
+        return None
+    if isinstance(state, dict) and state.get("ids") == sorted(items) and \
+            isinstance(state.get("batch"), str):
+        return str(state["batch"])
+    return None
+
+
+async def _answers(api: BatchAPI, state: dict[str, Any]
+                   ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    answered: dict[str, dict[str, Any]] = {}
+    failed: dict[str, str] = {}
+    for key in ("output_file_id", "error_file_id"):
+        file_id = state.get(key)
+        if not isinstance(file_id, str) or not file_id:
+            continue
+        for line in output_lines(await api.content(file_id)):
+            response = line.get("response")
+            if isinstance(response, dict) and response.get("status_code") == 200 and \
+                    isinstance(response.get("body"), dict):
+                answered[line["custom_id"]] = response["body"]
+            else:
+                error = line.get("error")
+                code = error.get("code") if isinstance(error, dict) else None
+                failed[line["custom_id"]] = "batch_expired" if code == "batch_expired" \
+                    else "batch_failed"
+    return answered, failed
