@@ -182,3 +182,44 @@ def reviewed_canaries(processor: Any) -> None:
     assert (len(state.passing), len(state.failing)) == (1, 2)
     report = processor.health()["canaries"]["rubric"]
     assert report["true_positive_rate"] == 1.0 and report["true_negative_rate"] == 0.0
+
+
+def batched_run(judge_server: Any, exporter: Any, tmp_path: Any, monkeypatch: Any,
+                landed: Any) -> tuple[Any, Any]:
+    """An agent run judged by a rubric scorer in the batch lane (the scripted judge's batch
+    completing only after the run's spans were exported through ``exporter``), its results
+    written to the backend the environment names; returns (the run's span context, what
+    ``landed(context)`` found once the batch came back)."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from otel_scorers import RubricScorer
+    from otel_scorers.judge.client import JudgeClient
+    from otel_scorers.pipeline import ScorerSpec, ScoringSpanProcessor
+
+    monkeypatch.setenv("OTEL_SCORERS_BATCH_DIR", str(tmp_path / "spool"))
+    monkeypatch.setenv("OTEL_SCORERS_BATCH_INTERVAL_S", "0.3")
+    monkeypatch.setenv("OTEL_SCORERS_CANARY", "false")
+    judge_server.batches.polls = 10_000
+    judge = JudgeClient("openai/gpt-4o-mini", api_base=judge_server.url, api_key="k",
+                        structured_output="json_object")
+    provider = TracerProvider(resource=Resource.create({"service.name": "support-app"}))
+    processor = ScoringSpanProcessor(
+        [ScorerSpec(RubricScorer(judge, "- greets the user\n- cites a source"), lane="batch")],
+        tracer_provider=provider, events=False)
+    provider.add_span_processor(processor)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    try:
+        with provider.get_tracer("app").start_as_current_span(
+                "invoke_agent support-bot", attributes=genai_attributes(
+                    prompt="Reset my password?", answer="Hello! Settings > Security.")) as agent:
+            context = agent.get_span_context()
+        assert processor.force_flush(30_000)
+        assert landed(context, timeout_s=5) in (None, []), "judged before its batch came back"
+        judge_server.batches.polls = 1  # the provider finishes the batch
+        found = landed(context, timeout_s=60)
+    finally:
+        processor.shutdown()
+        provider.shutdown()
+    return context, found

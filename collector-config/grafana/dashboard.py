@@ -77,7 +77,7 @@ class Row:
 LAYOUT: list[P | Row] = [
     Row(1, 'Quality', y=0),
     P(2, 'timeseries', 'Mean score (normalized) by scorer and agent',
-      'Scores divided by their scale: 1 is a perfect score.',
+      'Scores divided by their scale: 1 is a perfect score. Scorers in the batch lane are counted when their batch comes back (up to 24 h after the run), not when the run happened: their series lag the others.',
       (0, 1, 12, 8),
       [T('sum by (job, scorer, agent) (rate(otel_scorers_evaluation_score_sum{job=~"$service",scorer=~"$scorer",agent=~"$agent"}[$__rate_interval])) / sum by (job, scorer, agent) (rate(otel_scorers_evaluation_score_count{job=~"$service",scorer=~"$scorer",agent=~"$agent"}[$__rate_interval]))', '{{scorer}} · {{agent}}')], unit='percentunit', min=0, max=1, failing='scorer'),
     P(3, 'heatmap', 'Score distribution',
@@ -85,7 +85,7 @@ LAYOUT: list[P | Row] = [
       (12, 1, 12, 8),
       [T('sum by (le) (increase(otel_scorers_evaluation_score_bucket{job=~"$service",scorer=~"$scorer",agent=~"$agent"}[$__rate_interval]))', '{{le}}', format='heatmap', exemplar=True)]),
     P(4, 'timeseries', 'Rubric pass rate',
-      'Share of rubric evaluations where every required criterion held (choose a rubric scorer, or All).',
+      'Share of rubric evaluations where every required criterion held (choose a rubric scorer, or All). A scorer in the batch lane is counted when its batch comes back, hours after its runs.',
       (0, 9, 12, 8),
       [T('sum by (job, agent) (rate(otel_scorers_evaluations_total{job=~"$service",scorer=~"$scorer",agent=~"$agent",passed="true"}[$__rate_interval])) / sum by (job, agent) (rate(otel_scorers_evaluations_total{job=~"$service",scorer=~"$scorer",agent=~"$agent"}[$__rate_interval]))', '{{agent}}', exemplar=True)], unit='percentunit', min=0, max=1, failing='rubric'),
     P(5, 'bargauge', 'Failure rate per criterion (dashboard time range)',
@@ -265,7 +265,9 @@ def build() -> dict[str, Any]:
     """The dashboard as Grafana's JSON model."""
     board = (dash.Dashboard("otel-scorers: agent quality").uid("otel-scorers")
              .description("Live quality of AI-agent runs judged by otel-scorers (rubric, "
-                          "prompt alignment and the agent scorers).")
+                          "prompt alignment and the agent scorers). Metrics are recorded when "
+                          "a result is made: for the scorers in the batch lane, when their "
+                          "batch comes back, hours after the runs.")
              .tags(["otel-scorers", "llm", "evaluation"]).timezone("browser").editable()
              .time("now-6h", "now").refresh("30s")
              .with_variable(_variable("service",

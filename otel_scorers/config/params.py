@@ -159,6 +159,9 @@ CORE_PARAMS: tuple[Param, ...] = (
       "dropped, counted); never printed"),
     P("sessions.accept_turns", "OTEL_SCORERS_SESSION_ACCEPT_TURNS", "a gateway without a "
       "token or a turn secret takes turn records only when this is true (docs/sessions.md)"),
+    P("batch.scorers", "OTEL_SCORERS_BATCH_SCORERS", "scorers (by name, comma-separated) "
+      "judged through the provider's batch API at the batch price and emitted late, as "
+      "`lane: batch` on the scorer (an `openai/<model>` judge)"),
     P("batch.directory", "OTEL_SCORERS_BATCH_DIR", "the batch lane's spool: deferred judge "
       "requests and submitted batches, one file each, re-read at start (keep it on a "
       "persistent disk; one process per directory)"),

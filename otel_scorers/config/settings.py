@@ -86,6 +86,8 @@ class SamplingSettings(StrictModel):
 class BatchSettings(StrictModel):
     """The batch lane of the scorers with ``lane: batch`` (pipeline.batch.lane)."""
 
+    #: scorers (by name) judged in the batch lane, as ``lane: batch`` on each would
+    scorers: list[str] = []
     directory: str = ".otel-scorers/batch"
     max_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
     interval_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)

@@ -35,7 +35,7 @@ from otel_scorers.judge.client import JudgeClient
 from otel_scorers.judge.redact import RegexRedactor
 from otel_scorers.judge.retry import RetryPolicy
 from otel_scorers.pipeline.ask import Asker
-from otel_scorers.pipeline.batch.build import batch_lane_from
+from otel_scorers.pipeline.batch.build import batch_lane_from, with_lanes
 from otel_scorers.pipeline.cache import ResultCache
 from otel_scorers.pipeline.canary import MAX_REVIEWED, Canaries
 from otel_scorers.pipeline.check import Checker
@@ -118,8 +118,8 @@ def parts_from(settings: Settings, *, scorers: Sequence[Scorer | ScorerSpec] | N
                capture_limits: Limits | None, log_once: Callable[[str, str], None],
                queue_depth: Callable[[], int], sessions: SessionPolicy | None = None) -> Parts:
     """Every part of a processor (arguments win over settings; see the processor's doc)."""
-    every = build_slots(scorers if scorers is not None else scorers_from(settings),
-                        sampling or sampling_from(settings.sampling))
+    every = with_lanes(build_slots(scorers if scorers is not None else scorers_from(settings),
+                                   sampling or sampling_from(settings.sampling)), settings.batch)
     slots = tuple(slot for slot in every if getattr(slot.scorer, "level", "turn") != "session")
     session_slots = tuple(slot for slot in every if slot not in slots)
     selector = Selector(selection or selection_from(settings.selection))

@@ -126,6 +126,26 @@ def test_live_evaluations_become_assessments_on_the_trace(
 
 
 
+def test_batch_results_reach_mlflow_late_on_their_trace(
+        mlflow: tuple[str, str], judge_server: ScriptedJudgeServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch lane (issue 38.1): the result lands as an assessment on the run's trace when
+    the batch comes back."""
+    from tests.support import batched_run
+
+    base, experiment = mlflow
+    judge_server.responder = judge_responder(satisfied=lambda i, _t: i == 1)
+    monkeypatch.setenv("OTEL_SCORERS_MLFLOW_TRACKING_URI", base)
+    monkeypatch.setenv("OTEL_SCORERS_MLFLOW_EXPERIMENT", experiment)
+    context, found = batched_run(
+        judge_server, exporter(base, experiment), tmp_path, monkeypatch,
+        lambda context, timeout_s: assessments(base, f"{context.trace_id:032x}", count=1,
+                                               timeout_s=timeout_s))
+    (rubric,) = found
+    assert rubric["assessment_name"] == "rubric" and rubric["metadata"]["label"] == "fail"
+    assert rubric["span_id"] == f"{context.span_id:016x}"
+
+
 def result(score: float) -> ScoreResult:
     return ScoreResult(run_id="r", scorer="rubric", score=score,
                        label="pass" if score else "fail", reason=f"scored {score}")

@@ -137,6 +137,26 @@ def test_live_evaluations_become_span_annotations(
         assert page.status == 200 and "text/html" in page.headers["Content-Type"]
 
 
+def test_batch_results_reach_phoenix_late_on_their_span(
+        phoenix: str, judge_server: ScriptedJudgeServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch lane (issue 38.1): the result lands as the run's span annotation when the
+    batch comes back, priced as a batch result."""
+    from tests.support import batched_run
+
+    judge_server.responder = judge_responder(satisfied=lambda i, _t: i == 1)
+    monkeypatch.setenv("OTEL_SCORERS_PHOENIX_ENDPOINT", phoenix)
+    exporter = OTLPSpanExporter(endpoint=f"{phoenix}/v1/traces")
+    context, found = batched_run(
+        judge_server, exporter, tmp_path, monkeypatch,
+        lambda context, timeout_s: annotations(phoenix, f"{context.span_id:016x}", count=1,
+                                               timeout_s=timeout_s))
+    (rubric,) = found
+    assert rubric["name"] == "rubric" and rubric["result"]["label"] == "fail"
+    assert rubric["metadata"]["trace_id"] == f"{context.trace_id:032x}"
+    assert "cites a source" in rubric["result"]["explanation"]
+
+
 def result(scorer: str, score: float) -> ScoreResult:
     return ScoreResult(run_id="r", scorer=scorer, score=score, label="pass" if score else "fail",
                        reason=f"scored {score}")

@@ -156,3 +156,27 @@ def test_a_kill_9_mid_batch_and_a_restart_deliver_every_result_once(
     assert all(r["label"] == "pass" and r["tier"] == "batch" for r in results)
     assert len(judge_server.batches.batches) == 1  # not submitted again
     assert list((spool / "pending").glob("*.json")) == []
+
+
+def test_the_batch_lane_is_chosen_by_a_variable(
+        lane_env: Path, monkeypatch: pytest.MonkeyPatch, telemetry: Telemetry,
+        judge_server: ScriptedJudgeServer, make_processor: Any) -> None:
+    """``OTEL_SCORERS_BATCH_SCORERS=rubric``: the rubric scorer batched, the alignment scorer
+    live; a name no scorer has is refused at start."""
+    from otel_scorers import PromptAlignmentScorer
+    from otel_scorers.errors import ConfigError
+
+    judge_server.responder = judge_responder()
+    judge = JudgeClient("openai/gpt-4o-mini", api_base=judge_server.url, api_key="k",
+                        structured_output="json_object")
+    monkeypatch.setenv("OTEL_SCORERS_BATCH_SCORERS", "rubric")
+    processor = make_processor([RubricScorer(judge, "- greets the user"),
+                                PromptAlignmentScorer(judge)])
+    end_agent_span(telemetry)
+    assert processor.force_flush(30_000)
+    assert [s.attributes["gen_ai.evaluation.name"] for s in telemetry.evaluation_spans()] == [
+        "prompt_alignment"]  # live now; the rubric's in the spool
+    wait_for(lambda: len(telemetry.evaluation_spans()) == 2, "the batched rubric result")
+    monkeypatch.setenv("OTEL_SCORERS_BATCH_SCORERS", "rubric,nonesuch")
+    with pytest.raises(ConfigError, match="nonesuch"):
+        make_processor([RubricScorer(judge, "- greets the user")])

@@ -3,6 +3,7 @@ layer's two halves of a judgement (the pipeline's other building is ``pipeline.b
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -12,9 +13,21 @@ from otel_scorers.judge.batches import BatchAPI, Spool, output_lines, replay, re
 from otel_scorers.pipeline.batch.lane import BatchLane, BatchParts
 from otel_scorers.pipeline.slots import Slot
 
-__all__ = ["batch_lane_from"]
+__all__ = ["batch_lane_from", "with_lanes"]
 
 OPENAI = "https://api.openai.com/v1"
+
+
+def with_lanes(slots: Sequence[Slot], settings: BatchSettings) -> tuple[Slot, ...]:
+    """``slots`` with the scorers ``batch.scorers`` names in the batch lane (as ``lane: batch``
+    on the scorer does); a name no scorer has is an error, never ignored."""
+    names = {slot.name for slot in slots}
+    unknown = sorted(set(settings.scorers) - names)
+    if unknown:
+        raise ConfigError(f"batch.scorers names {', '.join(unknown)}: no scorer is named so "
+                          f"(the scorers: {', '.join(sorted(names))})")
+    return tuple(dataclasses.replace(slot, lane="batch") if slot.name in settings.scorers
+                 else slot for slot in slots)
 
 
 def batch_lane_from(settings: BatchSettings, slots: Sequence[Slot], emission: Any,
