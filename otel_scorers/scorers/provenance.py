@@ -71,23 +71,44 @@ def _criteria_of(scorer: Any, run: Any) -> Any:
                   getattr(c, "required", None)) for c in criteria)
 
 
-def fingerprint_of(scorer: Any, run: Any = None) -> str:
-    """The fingerprint of ``scorer`` judging ``run`` (``None``: its static configuration)."""
+#: id(scorer) -> (the scorer, the key its static part was hashed under, that hash): the static
+#: part (type, scale, judge, examples, prompts, options) is hashed once per configuration, not
+#: once per result (it was a tenth of an evaluation's CPU); bounded.
+_STATIC: dict[int, tuple[Any, tuple[Any, ...], Any]] = {}
+_STATIC_MAX = 1024
+
+
+def _static_hash(scorer: Any) -> Any:
+    """A sha256 fed with ``scorer``'s static parts (a copy to go on with)."""
     judge = getattr(scorer, "judge", None)
-    parts: list[Any] = [f"{type(scorer).__module__}.{type(scorer).__qualname__}",
-                        float(getattr(scorer, "scale", 1.0)),
-                        getattr(judge, "fingerprint", None),
-                        getattr(scorer, "examples_digest", ""),
-                        _prompt_text(type(scorer).__module__)]
+    options = tuple((option, id(value)) for option in _OPTIONS
+                    if (value := getattr(scorer, option, None)) is not None)
+    key = (float(getattr(scorer, "scale", 1.0)), getattr(judge, "fingerprint", None),
+           getattr(scorer, "examples_digest", ""), options)
+    found = _STATIC.get(id(scorer))
+    if found is not None and found[0] is scorer and found[1] == key:
+        return found[2].copy()
+    parts: list[Any] = [f"{type(scorer).__module__}.{type(scorer).__qualname__}", key[0],
+                        key[1], key[2], _prompt_text(type(scorer).__module__)]
     for option in _OPTIONS:
         value = getattr(scorer, option, None)
         if value is not None:
             parts.append((option, _ADDRESS.sub("", repr(value))))
-    parts.append(_criteria_of(scorer, run))
     h = hashlib.sha256()
     for part in parts:
         h.update(repr(part).encode("utf-8", "surrogatepass"))
         h.update(b"\x1f")
+    if len(_STATIC) >= _STATIC_MAX:
+        _STATIC.clear()
+    _STATIC[id(scorer)] = (scorer, key, h)
+    return h.copy()
+
+
+def fingerprint_of(scorer: Any, run: Any = None) -> str:
+    """The fingerprint of ``scorer`` judging ``run`` (``None``: its static configuration)."""
+    h = _static_hash(scorer)
+    h.update(repr(_criteria_of(scorer, run)).encode("utf-8", "surrogatepass"))
+    h.update(b"\x1f")
     return h.hexdigest()[:12]
 
 
