@@ -180,3 +180,32 @@ def test_the_batch_lane_is_chosen_by_a_variable(
     monkeypatch.setenv("OTEL_SCORERS_BATCH_SCORERS", "rubric,nonesuch")
     with pytest.raises(ConfigError, match="nonesuch"):
         make_processor([RubricScorer(judge, "- greets the user")])
+
+
+def test_an_answer_that_breaks_the_scorer_never_holds_the_batch(
+        lane_env: Path, telemetry: Telemetry, make_processor: Any,
+        judge_server: ScriptedJudgeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line whose replay raises (a bug, a scorer that breaks on it) is counted as that
+    scorer's internal error and leaves the spool; the batch's other lines are emitted."""
+    from otel_scorers.judge import batches
+
+    judge_server.responder = judge_responder()
+    monkeypatch.setenv("OTEL_SCORERS_BATCH_INTERVAL_S", "1")  # the runs in one batch
+    real = batches.replay
+    calls: list[int] = []
+
+    async def breaks_first(scorer: Any, run: Any, body: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a scorer bug")
+        return await real(scorer, run, body)
+
+    monkeypatch.setattr("otel_scorers.pipeline.batch.build.replay", breaks_first)
+    processor = batch_processor(make_processor, judge_server)
+    for index in range(3):
+        end_agent_span(telemetry, prompt=f"q{index}")
+    assert processor.force_flush(30_000)
+    wait_for(lambda: len(telemetry.evaluation_spans()) == 2, "the two other results")
+    wait_for(lambda: processor.stats()["rubric"].get("error") == 1, "the broken one counted")
+    assert processor.stats()["rubric"]["scored"] == 2
+    wait_for(lambda: pending(lane_env) == 0, "the spool emptied")

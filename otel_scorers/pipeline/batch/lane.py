@@ -194,10 +194,21 @@ class BatchLane:
             entry = entries.get(ident)
             if entry is None or entry.get("batch") != batch["id"]:
                 continue  # emitted already (a restart after the emission)
-            if ident in answered:
-                await self._emit(entry, answered[ident])
-            else:
-                await self._again(entry, failed.get(ident, reason))
+            try:
+                if ident in answered:
+                    await self._emit(entry, answered[ident])
+                else:
+                    await self._again(entry, failed.get(ident, reason))
+            except Exception:  # one line that cannot be emitted never holds its batch's others
+                logger.debug("batch line not emitted", exc_info=True)
+                self._log_once("batch:line", "otel-scorers: a batch answer could not be "
+                               "emitted (an internal error, counted as the scorer's error); "
+                               "the others go on")
+                slot = self.slots.get(entry["scorer"])
+                if slot is not None:
+                    self.emission.failed(slot)
+                self.counts["failed"] += 1
+                await asyncio.to_thread(spool.remove, entry["id"])
         await asyncio.to_thread(spool.drop_batch, batch["id"])
 
     async def _again(self, entry: dict[str, Any], reason: str) -> None:
