@@ -109,7 +109,7 @@ def fingerprint_of(scorer: Any, run: Any = None) -> str:
     h = _static_hash(scorer)
     h.update(repr(_criteria_of(scorer, run)).encode("utf-8", "surrogatepass"))
     h.update(b"\x1f")
-    return h.hexdigest()[:12]
+    return str(h.hexdigest()[:12])
 
 
 def evaluator_of(scorer: Any, run: Any = None) -> Evaluator:
