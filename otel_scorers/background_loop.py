@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -180,3 +180,21 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         coro.close()
         raise RuntimeError("run() called from the otel-scorers event loop: await arun() instead")
     return submit(coro).result()
+
+
+async def every(interval_s: float, work: Callable[[], Awaitable[None]],
+                stopped: Callable[[], bool], failed: Callable[[Exception], None]) -> None:
+    """``work()`` every ``interval_s`` seconds, the first one interval after the start, until
+    ``stopped()``; a failure goes to ``failed`` (unless stopping) and the next round comes as
+    usual (the judge canaries, the batch lane)."""
+    while not stopped():
+        await asyncio.sleep(interval_s)
+        if stopped():
+            return
+        try:
+            await work()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not stopped():
+                failed(exc)

@@ -126,11 +126,11 @@ class Emitter:
                         timestamp=end_ns, attributes=event_attrs)
 
 
-    def unjudged(self, subject: Subject, scorer: str, decision: str, reason: str | None,
-                 *, agent: str | None = None) -> bool:
-        """A marker span on ``subject``: ``scorer`` did not judge it (``decision``, ``reason``),
-        unless one went out for that scorer and decision less than
-        :data:`~otel_scorers.names.UNJUDGED_MARK_INTERVAL_S` ago. Whether one went out."""
+    def due(self, scorer: str, decision: str) -> bool:
+        """Whether an unjudged marker of ``scorer`` and ``decision`` goes out now (taken if
+        so): none without evaluation spans, else one per
+        :data:`~otel_scorers.names.UNJUDGED_MARK_INTERVAL_S`. Asked before anything of the
+        run is read: a run dropped in an overload costs a clock read and a dict lookup."""
         if not self.spans:
             return False
         now = time.monotonic()
@@ -139,6 +139,12 @@ class Emitter:
         if last is not None and now - last < n.UNJUDGED_MARK_INTERVAL_S:
             return False
         self._marked[key] = now  # (two threads at once: at worst two markers)
+        return True
+
+    def unjudged(self, subject: Subject, scorer: str, decision: str, reason: str | None,
+                 *, agent: str | None = None) -> None:
+        """The marker span on ``subject``: ``scorer`` did not judge it (``decision``,
+        ``reason``); its callers ask :meth:`due` first."""
         attrs: dict[str, Any] = {n.PREFIX + n.ATTR_SCORER: scorer,
                                  n.PREFIX + n.ATTR_DECISION: decision,
                                  n.PREFIX + n.ATTR_EVALUATED_SPAN_ID:
@@ -151,7 +157,6 @@ class Emitter:
         parent = trace.set_span_in_context(NonRecordingSpan(subject.context), Context())
         self._get_tracer().start_span(f"{n.UNJUDGED_SPAN_PREFIX} {scorer}", context=parent,
                                       attributes=attrs).end()
-        return True
 
     def canary(self, result: ScoreResult, *, case: str, expected: str, judged: str,
                start_ns: int) -> None:

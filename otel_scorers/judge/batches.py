@@ -28,17 +28,27 @@ from pathlib import Path
 from typing import Any
 
 from otel_scorers import http, safe_json
-from otel_scorers.errors import JudgeConnectionError, JudgeRequestError, JudgeResponseError
+from otel_scorers.errors import (
+    ConfigError,
+    JudgeConnectionError,
+    JudgeRequestError,
+    JudgeResponseError,
+)
 from otel_scorers.judge.openai_compatible import DirectTransport
 from otel_scorers.judge.transport import ChatRequest, ChatResponse
 
-__all__ = ["BatchAPI", "Spool", "batch_body", "output_lines", "replay", "request_of"]
+__all__ = ["FINISHED", "BatchAPI", "Spool", "answers", "api_for", "batch_body", "batch_lines",
+           "output_lines", "replay", "request_of"]
 
 #: The most of one batch output or error file read (a provider's file of 50,000 judge answers
 #: is well under it).
 MAX_FILE_BYTES = 256 * 1024 * 1024
 #: The most of one API answer (a batch object) read.
 MAX_ANSWER_BYTES = 1024 * 1024
+#: OpenAI's API, the endpoint of an ``openai/<model>`` judge without an ``api_base``.
+OPENAI_BASE = "https://api.openai.com/v1"
+#: A batch the provider reports in one of these states is over (its files say what came back).
+FINISHED = frozenset({"completed", "failed", "expired", "cancelled"})
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -94,16 +104,7 @@ class Spool:
 
     def entries(self) -> dict[str, dict[str, Any]]:
         """Every deferred judgement, by id (a file that does not read is set aside)."""
-        out: dict[str, dict[str, Any]] = {}
-        for path in sorted(self.pending_dir.glob("*.json")):
-            try:
-                entry = safe_json.loads(path.read_bytes())
-            except (OSError, ValueError):
-                path.rename(path.with_suffix(".unreadable"))
-                continue
-            if isinstance(entry, dict) and isinstance(entry.get("id"), str):
-                out[entry["id"]] = entry
-        return out
+        return _records(self.pending_dir, set_aside=True)
 
     def remove(self, ident: str) -> None:
         path = self.pending_dir / f"{ident}.json"
@@ -115,15 +116,8 @@ class Spool:
         self._bytes -= size
 
     def batches(self) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {}
-        for path in sorted(self.batch_dir.glob("*.json")):
-            try:
-                record = safe_json.loads(path.read_bytes())
-            except (OSError, ValueError):
-                continue
-            if isinstance(record, dict) and isinstance(record.get("id"), str):
-                out[record["id"]] = record
-        return out
+        """Every submitted batch still open, by id."""
+        return _records(self.batch_dir, set_aside=False)
 
     def save_batch(self, record: Mapping[str, Any]) -> None:
         name = hashlib.sha256(str(record["id"]).encode()).hexdigest()[:32]
@@ -132,6 +126,22 @@ class Spool:
     def drop_batch(self, ident: str) -> None:
         name = hashlib.sha256(ident.encode()).hexdigest()[:32]
         (self.batch_dir / f"{name}.json").unlink(missing_ok=True)
+
+
+def _records(folder: Path, *, set_aside: bool) -> dict[str, dict[str, Any]]:
+    """The JSON records of ``folder`` by their ``id`` (one that does not read is skipped, or
+    with ``set_aside`` renamed ``*.unreadable``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(folder.glob("*.json")):
+        try:
+            record = safe_json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            if set_aside:
+                path.rename(path.with_suffix(".unreadable"))
+            continue
+        if isinstance(record, dict) and isinstance(record.get("id"), str):
+            out[record["id"]] = record
+    return out
 
 
 class BatchAPI:
@@ -277,9 +287,57 @@ async def request_of(scorer: Any, run: Any) -> dict[str, Any] | None:
 
 async def replay(scorer: Any, run: Any, body: Mapping[str, Any]) -> Any:
     """``scorer``'s result for ``run`` with its first request answered by ``body`` (a batch
-    output line's chat completion)."""
-    return await _with_transport(scorer, _Replaying(scorer.judge.transport, scorer.judge.model,
-                                                    body)).arun(run)
+    output line's chat completion), its usage marked as the batch tier's."""
+    result = await _with_transport(scorer, _Replaying(scorer.judge.transport,
+                                                      scorer.judge.model, body)).arun(run)
+    if result.judge is None:
+        return result
+    return result.model_copy(update={"judge": result.judge.model_copy(
+        update={"service_tier": "batch"})})
+
+
+def api_for(judges: Sequence[Any], what: str) -> BatchAPI:
+    """The batch API of ``judges`` (``what`` uses them: named in the error): each an
+    ``openai/<model>`` judge, all at one endpoint (OpenAI's by default)."""
+    bases = {judge.api_base or OPENAI_BASE for judge in judges}
+    if any(not str(judge.model).startswith("openai/") for judge in judges) or len(bases) > 1:
+        raise ConfigError(f"{what} needs every judging scorer on one openai/<model> judge "
+                          "endpoint (OpenAI, or an OpenAI-compatible server with the files and "
+                          "batches endpoints)")
+    return BatchAPI(bases.pop() if bases else OPENAI_BASE,
+                    judges[0]._api_key if judges else None)
+
+
+def batch_lines(bodies: Mapping[str, Mapping[str, Any]]) -> bytes:
+    """The JSONL input of a batch: one chat-completions request per ``custom_id``."""
+    return b"".join(json.dumps({"custom_id": ident, "method": "POST",
+                                "url": "/v1/chat/completions", "body": body},
+                               separators=(",", ":")).encode() + b"\n"
+                    for ident, body in bodies.items())
+
+
+async def answers(api: BatchAPI, state: Mapping[str, Any]
+                  ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """A finished batch's answers by ``custom_id`` (the chat completions) and its requests
+    that got none, with why: ``batch_expired`` (OpenAI's code for a request that expired with
+    its batch) or ``batch_failed``."""
+    answered: dict[str, dict[str, Any]] = {}
+    failed: dict[str, str] = {}
+    for key in ("output_file_id", "error_file_id"):
+        file_id = state.get(key)
+        if not isinstance(file_id, str) or not file_id:
+            continue
+        for line in output_lines(await api.content(file_id)):
+            response = line.get("response")
+            if isinstance(response, dict) and response.get("status_code") == 200 and \
+                    isinstance(response.get("body"), dict):
+                answered[line["custom_id"]] = response["body"]
+            else:
+                error = line.get("error")
+                code = error.get("code") if isinstance(error, dict) else None
+                failed[line["custom_id"]] = "batch_expired" if code == "batch_expired" \
+                    else "batch_failed"
+    return answered, failed
 
 
 def output_lines(raw: bytes) -> Sequence[dict[str, Any]]:

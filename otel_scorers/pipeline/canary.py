@@ -192,16 +192,13 @@ class Canaries:
             self._task.cancel()
 
     async def _run(self) -> None:
-        while not self._stopped:
-            await asyncio.sleep(self.settings.interval_s)
-            if self._stopped:
-                return
-            try:
-                await self.round()
-            except Exception:  # a bug must not end the watch: said once
-                logger.debug("canary round failed", exc_info=True)
-                self._log_once("canary:round", "otel-scorers: a judge canary round failed "
-                               "unexpectedly")
+        await background_loop.every(self.settings.interval_s, self.round,
+                                    lambda: self._stopped, self._failed)
+
+    def _failed(self, exc: Exception) -> None:
+        """A bug must not end the watch: said once."""
+        logger.debug("canary round failed", exc_info=exc)
+        self._log_once("canary:round", "otel-scorers: a judge canary round failed unexpectedly")
 
     async def round(self) -> None:
         """One round: each scorer's next cases, judged one at a time."""

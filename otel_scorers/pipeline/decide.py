@@ -23,7 +23,7 @@ from otel_scorers.capture.logs import has_genai_events
 from otel_scorers.capture.sessions import scope_of, scoped_key, session_key
 from otel_scorers.capture.trace import CONTENT_KEY_SET, Pending, TraceBuffer
 from otel_scorers.emit.enriched import EnrichedExport
-from otel_scorers.emit.spans import Subject
+from otel_scorers.emit.spans import Emitter, Subject
 from otel_scorers.names import GEN_AI_AGENT_NAME, Decision, Reason
 from otel_scorers.pipeline.counts import DecisionCounts
 from otel_scorers.pipeline.evaluation import Job
@@ -61,8 +61,8 @@ class Decider:
     keep_steps: bool = False
     #: session scoring: each interaction of a sampled session is kept as a turn
     sessions: SessionLane | None = None
-    #: an unjudged run's marker span (``Emitter.unjudged``: sampled in time, for the alert)
-    mark: Callable[..., bool] | None = None
+    #: writes an unjudged run's marker span (``Emitter.due``, ``Emitter.unjudged``)
+    mark: Emitter | None = None
 
     def __post_init__(self) -> None:
         self.names = tuple(slot.name for slot in self.slots)
@@ -262,17 +262,22 @@ class Decider:
             if self.sessions is not None:
                 self.sessions.dropped(job, Reason.QUEUE_FULL)
             return
-        subject = Subject.of(job.span)
-        named = (job.attributes or job.span.attributes or {}).get(GEN_AI_AGENT_NAME)
-        agent = job.agent or (named if isinstance(named, str) else None)
         for slot in job.slots:
             self.counts.add(slot.name, Decision.DROPPED, Reason.QUEUE_FULL)
-            if self.mark is not None and subject is not None:
-                self.mark(subject, slot.name, Decision.DROPPED, Reason.QUEUE_FULL,
-                          agent=agent)
+            if self.mark is not None and self.mark.due(slot.name, Decision.DROPPED):
+                self._mark_dropped(job, slot.name)
         context = job.span.context
         if self.enriched is not None and context is not None:
             self.enriched.release(context.span_id)
+
+    def _mark_dropped(self, job: Job, scorer: str) -> None:
+        """An example of the runs the full queue dropped, for the alert's link."""
+        subject = Subject.of(job.span)
+        if subject is None or self.mark is None:
+            return
+        named = (job.attributes or job.span.attributes or {}).get(GEN_AI_AGENT_NAME)
+        self.mark.unjudged(subject, scorer, Decision.DROPPED, Reason.QUEUE_FULL,
+                           agent=job.agent or (named if isinstance(named, str) else None))
 
     def _say_full(self) -> None:
         self.log_once("queue_full", "otel-scorers queue is full: runs are dropped unscored "

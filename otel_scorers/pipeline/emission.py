@@ -57,9 +57,9 @@ class Emission:
     def budget_spent(self, slot: Slot, subject: Subject | None = None,
                      agent: str | None = None) -> None:
         self.counts.add(slot.name, Decision.BUDGET_EXHAUSTED)
-        if subject is not None:  # an example of the skipped runs, for the alert's link
-            self.emitter.unjudged(subject, slot.name, Decision.BUDGET_EXHAUSTED, None,
-                                  agent=agent)
+        if subject is not None and self.emitter.due(slot.name, Decision.BUDGET_EXHAUSTED):
+            self.emitter.unjudged(  # an example of the skipped runs, for the alert's link
+                subject, slot.name, Decision.BUDGET_EXHAUSTED, None, agent=agent)
         budget = slot.sampler.budget
         if budget is not None and budget.day_exhausted():
             self.log_once(f"budget_day:{slot.name}", f"otel-scorers: the judge's per-day "

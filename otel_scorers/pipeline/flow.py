@@ -60,7 +60,7 @@ class Flow:
                                unselected=Unselected(self.per_agent),
                                keep_steps=parts.evaluation.reader.steps,
                                sessions=parts.sessions,
-                               mark=parts.evaluation.emission.emitter.unjudged)
+                               mark=parts.evaluation.emission.emitter)
         self.worker: Worker[AnyJob] = Worker(
             self._handle, queue_size=queue_size, concurrency=concurrency,
             periodic=self._periodic, admit=self.decider.decide, rejected=self.decider.dropped)

@@ -23,27 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from otel_scorers.errors import ConfigError
-from otel_scorers.judge.batches import BatchAPI, output_lines, replay, request_of
+from otel_scorers.judge.batches import FINISHED, answers, api_for, batch_lines, replay, request_of
 from otel_scorers.scorers.result import ScoreError, ScoreResult
 
 __all__ = ["BatchTimeout", "judge_in_batch"]
 
-OPENAI = "https://api.openai.com/v1"
-FINISHED = frozenset({"completed", "failed", "expired", "cancelled"})
 
 
 class BatchTimeout(Exception):
     """The batch was not done in time; its id is kept for the next run of the command."""
-
-
-def api_for(scorers: list[Any]) -> BatchAPI:
-    """The batch API of the scorers' judge (one ``openai/<model>`` judge endpoint)."""
-    judges = [s.judge for s in scorers if getattr(s, "judge", None) is not None]
-    bases = {j.api_base or OPENAI for j in judges}
-    if any(not str(j.model).startswith("openai/") for j in judges) or len(bases) > 1:
-        raise ConfigError("--lane batch needs every judging scorer on one openai/<model> "
-                          "judge endpoint (OpenAI, or a server with the batches endpoints)")
-    return BatchAPI(bases.pop() if bases else OPENAI, judges[0]._api_key if judges else None)
 
 
 async def judge_in_batch(rescorer: Any, selected: Iterator[tuple[Any, list[str]]],
@@ -53,7 +41,8 @@ async def judge_in_batch(rescorer: Any, selected: Iterator[tuple[Any, list[str]]
     (the pass's writer)."""
     processor = rescorer.processor
     scorers = {str(s.name): s for s in processor.scorers}
-    api = api_for(list(scorers.values()))
+    api = api_for([s.judge for s in scorers.values() if getattr(s, "judge", None) is not None],
+                  "--lane batch")
     items: dict[str, tuple[Any, str, Any, str | None, dict[str, Any]]] = {}
     for ref, names in iter(lambda: next(selected, None), None):
         captured = processor.on_demand.capture(ref.span, descendants=ref.descendants,
@@ -75,10 +64,7 @@ async def judge_in_batch(rescorer: Any, selected: Iterator[tuple[Any, list[str]]
         return
     batch_id = _resumed(state_path, items)
     if batch_id is None:
-        lines = b"".join(json.dumps({"custom_id": ident, "method": "POST",
-                                     "url": "/v1/chat/completions", "body": item[4]},
-                                    separators=(",", ":")).encode() + b"\n"
-                         for ident, item in items.items())
+        lines = batch_lines({ident: item[4] for ident, item in items.items()})
         batch = await api.create(await api.upload(lines), "24h")
         batch_id = str(batch.get("id") or "")
         if not batch_id:
@@ -94,15 +80,12 @@ async def judge_in_batch(rescorer: Any, selected: Iterator[tuple[Any, list[str]]
             raise BatchTimeout(f"batch {batch_id} is {state.get('status')} after "
                                f"{timeout_s:g}s: run the same command again to pick it up")
         await asyncio.sleep(poll_s)
-    answered, failed = await _answers(api, state)
+    answered, failed = await answers(api, state)
     reason = "batch_expired" if state.get("status") == "expired" else "batch_failed"
     for ident, (ref, name, run, agent, _body) in items.items():
         scorer = scorers[name]
         if ident in answered:
-            result = await replay(scorer, run, answered[ident])
-            if result.judge is not None:
-                result = result.model_copy(update={"judge": result.judge.model_copy(
-                    update={"service_tier": "batch"})})
+            result = await replay(scorer, run, answered[ident])  # priced as the batch tier's
         else:
             why = failed.get(ident, reason)
             result = ScoreResult(run_id=run.run_id, scorer=name,
@@ -130,24 +113,3 @@ def _resumed(state_path: Path | None, items: dict[str, Any]) -> str | None:
             isinstance(state.get("batch"), str):
         return str(state["batch"])
     return None
-
-
-async def _answers(api: BatchAPI, state: dict[str, Any]
-                   ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    answered: dict[str, dict[str, Any]] = {}
-    failed: dict[str, str] = {}
-    for key in ("output_file_id", "error_file_id"):
-        file_id = state.get(key)
-        if not isinstance(file_id, str) or not file_id:
-            continue
-        for line in output_lines(await api.content(file_id)):
-            response = line.get("response")
-            if isinstance(response, dict) and response.get("status_code") == 200 and \
-                    isinstance(response.get("body"), dict):
-                answered[line["custom_id"]] = response["body"]
-            else:
-                error = line.get("error")
-                code = error.get("code") if isinstance(error, dict) else None
-                failed[line["custom_id"]] = "batch_expired" if code == "batch_expired" \
-                    else "batch_failed"
-    return answered, failed

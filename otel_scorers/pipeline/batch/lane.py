@@ -43,10 +43,6 @@ __all__ = ["BatchLane", "BatchParts"]
 
 logger = logging.getLogger(__name__)
 
-#: A batch the provider reports in one of these states is over (its files say what came back).
-FINISHED = frozenset({"completed", "failed", "expired", "cancelled"})
-
-
 @dataclass(frozen=True)
 class BatchParts:
     """What the lane uses from the judge layer (made by ``pipeline.batch.build``)."""
@@ -55,7 +51,11 @@ class BatchParts:
     api: Any
     request_of: Callable[..., Any]
     replay: Callable[..., Any]
-    output_lines: Callable[[bytes], Any]
+    #: the JSONL input of bodies by id; a finished batch's answers and failures by id
+    batch_lines: Callable[[dict[str, Any]], bytes]
+    answers: Callable[..., Any]
+    #: the states of a batch that is over
+    finished: frozenset[str]
     interval_s: float
     max_lines: int
     max_attempts: int
@@ -118,19 +118,15 @@ class BatchLane:
             self._task.cancel()
 
     async def _run(self) -> None:
-        while not self._stopped:
-            # one interval first: what the start's first runs spool goes in one batch
-            await asyncio.sleep(self.parts.interval_s)
-            try:
-                await self.round()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                if self._stopped:  # stopping (or the interpreter exiting): the spool keeps it
-                    return  # the provider unreachable, a bad answer: next round
-                logger.debug("batch round failed", exc_info=True)
-                self._log_once("batch:round", f"otel-scorers: a batch round failed ({exc}); "
-                               "it is tried again every batch.interval_s")
+        # one interval first: what the start's first runs spool goes in one batch
+        await background_loop.every(self.parts.interval_s, self.round,
+                                    lambda: self._stopped, self._failed)
+
+    def _failed(self, exc: Exception) -> None:
+        """The provider unreachable, a bad answer: said once, tried again next round."""
+        logger.debug("batch round failed", exc_info=exc)
+        self._log_once("batch:round", f"otel-scorers: a batch round failed ({exc}); it is "
+                       "tried again every batch.interval_s")
 
     async def round(self) -> None:
         """Poll the open batches (emitting what came back), then submit what waits."""
@@ -145,13 +141,8 @@ class BatchLane:
                 await self._submit(waiting[:self.parts.max_lines])
 
     async def _submit(self, waiting: list[dict[str, Any]]) -> None:
-        import json
-
-        lines = b"".join(json.dumps({"custom_id": e["id"], "method": "POST",
-                                     "url": "/v1/chat/completions", "body": e["body"]},
-                                    separators=(",", ":")).encode() + b"\n" for e in waiting)
         api, spool = self.parts.api, self.parts.spool
-        file_id = await api.upload(lines)
+        file_id = await api.upload(self.parts.batch_lines({e["id"]: e["body"] for e in waiting}))
         batch = await api.create(file_id, self.parts.window)
         ident = batch.get("id")
         if not isinstance(ident, str):
@@ -170,25 +161,9 @@ class BatchLane:
         state = await api.retrieve(batch["id"])
         status = state.get("status")
         late = time.time() - float(batch.get("created", 0)) > self.parts.give_up_after_s
-        if status not in FINISHED and not late:
+        if status not in self.parts.finished and not late:
             return
-        answered: dict[str, dict[str, Any]] = {}
-        failed: dict[str, str] = {}
-        for key, kind in (("output_file_id", "output"), ("error_file_id", "error")):
-            file_id = state.get(key)
-            if not isinstance(file_id, str) or not file_id:
-                continue
-            for line in self.parts.output_lines(await api.content(file_id)):
-                response = line.get("response")
-                if kind == "output" and isinstance(response, dict) and \
-                        response.get("status_code") == 200 and isinstance(
-                            response.get("body"), dict):
-                    answered[line["custom_id"]] = response["body"]
-                else:  # OpenAI writes a request that expired with the batch as batch_expired
-                    error = line.get("error")
-                    code = error.get("code") if isinstance(error, dict) else None
-                    failed[line["custom_id"]] = "batch_expired" if code == "batch_expired" \
-                        else "batch_failed"
+        answered, failed = await self.parts.answers(api, state)
         reason = "batch_expired" if status == "expired" or late else "batch_failed"
         for ident in batch.get("entries", ()):
             entry = entries.get(ident)
@@ -235,10 +210,7 @@ class BatchLane:
         if slot is None:  # a scorer no longer configured: its answer is left on disk
             return
         run = ScorerRun.model_validate(entry["run"])
-        result = await self.parts.replay(slot.scorer, run, body)
-        if result.judge is not None:
-            result = result.model_copy(update={"judge": result.judge.model_copy(
-                update={"service_tier": "batch"})})
+        result = await self.parts.replay(slot.scorer, run, body)  # priced as the batch tier's
         self._emit_result(slot, entry, result, judged=True)
         self.counts["emitted"] += 1
         await asyncio.to_thread(self.parts.spool.remove, entry["id"])
