@@ -164,7 +164,8 @@ CORE_PARAMS: tuple[Param, ...] = (
       "`lane: batch` on the scorer (an `openai/<model>` judge)"),
     P("batch.directory", "OTEL_SCORERS_BATCH_DIR", "the batch lane's spool: deferred judge "
       "requests and submitted batches, one file each, re-read at start (keep it on a "
-      "persistent disk; one process per directory)"),
+      "persistent, private disk; a server's workers share it: one at a time submits and "
+      "emits for all)"),
     P("batch.max_bytes", "OTEL_SCORERS_BATCH_MAX_BYTES", "the most the spool holds; a "
       "judgement past it is dropped, reason `spool_full`"),
     P("batch.interval_s", "OTEL_SCORERS_BATCH_INTERVAL_S", "seconds between the lane's "

@@ -2,10 +2,8 @@
 API (OpenAI's files and batches endpoints, which OpenAI-compatible servers mirror) at about half
 the price, and answered hours later through the scorer's own parsing.
 
-- :class:`Spool`: one JSON file per deferred judgement under ``<directory>/pending`` and one per
-  submitted batch under ``<directory>/batches``, each written to a temporary file, synced and
-  renamed (a ``kill -9`` leaves the old file or the new one, never half of one); bounded in
-  bytes; everything re-read at start.
+- :class:`~otel_scorers.judge.spool.Spool`: the requests and submitted batches on disk,
+  durable, bounded, shared by a server's workers (one leads).
 - :class:`BatchAPI`: the four calls (upload the JSONL input, create the batch, retrieve it, read
   an output file), bounded reads, the key never shown.
 - :func:`request_of` and :func:`replay`: a scorer's judgement made in two halves. The scorer
@@ -19,12 +17,9 @@ the price, and answered hours later through the scorer's own parsing.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from otel_scorers import http, safe_json
@@ -34,10 +29,10 @@ from otel_scorers.errors import (
     JudgeRequestError,
     JudgeResponseError,
 )
-from otel_scorers.judge.openai_compatible import DirectTransport
+from otel_scorers.judge.openai_compatible import DirectTransport, env_proxy, split_proxy
 from otel_scorers.judge.transport import ChatRequest, ChatResponse
 
-__all__ = ["FINISHED", "BatchAPI", "Spool", "answers", "api_for", "batch_body", "batch_lines",
+__all__ = ["FINISHED", "BatchAPI", "answers", "api_for", "batch_body", "batch_lines",
            "output_lines", "replay", "request_of"]
 
 #: The most of one batch output or error file read (a provider's file of 50,000 judge answers
@@ -51,99 +46,6 @@ OPENAI_BASE = "https://api.openai.com/v1"
 FINISHED = frozenset({"completed", "failed", "expired", "cancelled"})
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """``data`` at ``path`` whole or not at all (temporary file, fsync, rename, dir fsync)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
-
-
-class Spool:
-    """Deferred judgements and submitted batches on disk (see the module docstring)."""
-
-    def __init__(self, directory: str | Path, max_bytes: int) -> None:
-        self.root = Path(directory)
-        self.max_bytes = max_bytes
-        self.pending_dir, self.batch_dir = self.root / "pending", self.root / "batches"
-        for folder in (self.pending_dir, self.batch_dir):
-            folder.mkdir(parents=True, exist_ok=True)
-        self._bytes = sum(p.stat().st_size for p in self.pending_dir.glob("*.json"))
-
-    @property
-    def used_bytes(self) -> int:
-        return self._bytes
-
-    def add(self, entry: Mapping[str, Any]) -> bool:
-        """Keep ``entry`` (its ``id`` names it); ``False`` when the spool is full."""
-        data = json.dumps(entry, separators=(",", ":")).encode()
-        if self._bytes + len(data) > self.max_bytes:
-            return False
-        _write_atomic(self.pending_dir / f"{entry['id']}.json", data)
-        self._bytes += len(data)
-        return True
-
-    def update(self, entry: Mapping[str, Any]) -> None:
-        path = self.pending_dir / f"{entry['id']}.json"
-        before = path.stat().st_size if path.exists() else 0
-        data = json.dumps(entry, separators=(",", ":")).encode()
-        _write_atomic(path, data)
-        self._bytes += len(data) - before
-
-    def entries(self) -> dict[str, dict[str, Any]]:
-        """Every deferred judgement, by id (a file that does not read is set aside)."""
-        return _records(self.pending_dir, set_aside=True)
-
-    def remove(self, ident: str) -> None:
-        path = self.pending_dir / f"{ident}.json"
-        try:
-            size = path.stat().st_size
-            path.unlink()
-        except FileNotFoundError:
-            return
-        self._bytes -= size
-
-    def batches(self) -> dict[str, dict[str, Any]]:
-        """Every submitted batch still open, by id."""
-        return _records(self.batch_dir, set_aside=False)
-
-    def save_batch(self, record: Mapping[str, Any]) -> None:
-        name = hashlib.sha256(str(record["id"]).encode()).hexdigest()[:32]
-        _write_atomic(self.batch_dir / f"{name}.json", json.dumps(record).encode())
-
-    def drop_batch(self, ident: str) -> None:
-        name = hashlib.sha256(ident.encode()).hexdigest()[:32]
-        (self.batch_dir / f"{name}.json").unlink(missing_ok=True)
-
-
-def _records(folder: Path, *, set_aside: bool) -> dict[str, dict[str, Any]]:
-    """The JSON records of ``folder`` by their ``id`` (one that does not read is skipped, or
-    with ``set_aside`` renamed ``*.unreadable``)."""
-    out: dict[str, dict[str, Any]] = {}
-    for path in sorted(folder.glob("*.json")):
-        try:
-            record = safe_json.loads(path.read_bytes())
-        except (OSError, ValueError):
-            if set_aside:
-                path.rename(path.with_suffix(".unreadable"))
-            continue
-        if isinstance(record, dict) and isinstance(record.get("id"), str):
-            out[record["id"]] = record
-    return out
-
-
 class BatchAPI:
     """OpenAI's files and batches endpoints at ``api_base`` (``.../v1``)."""
 
@@ -151,6 +53,10 @@ class BatchAPI:
         self.base = api_base.rstrip("/")
         key = api_key or os.environ.get("OPENAI_API_KEY")
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+        # the judge's proxy (HTTPS_PROXY / HTTP_PROXY unless NO_PROXY exempts the host), read
+        # once, its credentials apart from the URL that errors may name
+        proxy = env_proxy(self.base)
+        self._proxy: tuple[Any, Any] = split_proxy(proxy) if proxy else (None, None)
 
     def __repr__(self) -> str:
         return f"BatchAPI({http.shown_url(self.base)!r})"
@@ -163,7 +69,9 @@ class BatchAPI:
             timeout=aiohttp.ClientTimeout(total=300)))
         try:
             async with session.request(method, self.base + path, data=data, json=json_body,
-                                       headers=self._headers, allow_redirects=False) as answer:
+                                       headers=self._headers, allow_redirects=False,
+                                       proxy=self._proxy[0], proxy_auth=self._proxy[1]
+                                       ) as answer:
                 status = answer.status
                 raw = await http.read_bounded(answer, limit)
         except http.TooLarge:

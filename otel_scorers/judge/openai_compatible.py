@@ -46,7 +46,7 @@ from otel_scorers.judge.retry import error_for_status
 from otel_scorers.judge.transport import ChatRequest, ChatResponse, StructuredOutput
 from otel_scorers.judge.usage import cached_tokens
 
-__all__ = ["DirectTransport", "applies"]
+__all__ = ["DirectTransport", "applies", "env_proxy", "split_proxy"]
 #: The most of a response body read (a judge answer is a few kB; a hostile endpoint may
 #: stream forever).
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
@@ -92,7 +92,7 @@ class DirectTransport:
         session = _session()
         timeout = aiohttp.ClientTimeout(total=request.timeout_s)
         if self._proxy is None and self._proxy_url is not None:
-            self._proxy = _split_proxy(self._proxy_url)
+            self._proxy = split_proxy(self._proxy_url)
         proxy, proxy_auth = self._proxy or (None, None)
         try:
             async with session.post(self.url, data=json.dumps(body).encode(),
@@ -234,7 +234,7 @@ def env_proxy(url: str) -> str | None:
     return urllib.request.getproxies().get(parts.scheme)
 
 
-def _split_proxy(proxy_url: str) -> tuple[Any, Any]:
+def split_proxy(proxy_url: str) -> tuple[str, Any]:
     """The proxy's URL without credentials, and the credentials apart (so that no error
     message, which may name the proxy, can carry them)."""
     import aiohttp

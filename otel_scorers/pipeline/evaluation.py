@@ -88,6 +88,8 @@ class Evaluation:
         """In a forked child: no judgements in flight, an empty cache, fresh locks."""
         self.checker.reset_after_fork()
         self.emission.reset_after_fork()
+        if self.batch is not None:
+            self.batch.reset_after_fork()
 
     async def run(self, job: Job, *, descendants: Sequence[ReadableSpan | Piece] | None = None,
                   nested: int = 0, links: Mapping[int, int | None] | None = None

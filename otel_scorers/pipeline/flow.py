@@ -278,7 +278,7 @@ class Flow:
         ``timeout_s``), the fleet's turn sender and the judging process closed."""
         parts = self.parts
         if parts.evaluation.batch is not None:  # what it holds stays on disk for the next start
-            parts.evaluation.batch.stop()
+            parts.evaluation.batch.close(min(10.0, timeout_s / 3))
         if parts.enriched is not None:
             parts.enriched.release_all(Reason.SHUTDOWN)
             parts.enriched.shutdown()

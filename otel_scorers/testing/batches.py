@@ -17,6 +17,7 @@ import email.policy
 import json
 import threading
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +39,8 @@ class ScriptedBatches:
         self.polls = 2
         self._lock = threading.Lock()
         self._count = 0
+        #: every call: (method, request target as sent: absolute through a proxy, headers)
+        self.calls: list[tuple[str, str, dict[str, str]]] = []
 
     def plan(self, *behaviours: str) -> None:
         """How the next batches go, in order (then ``complete``)."""
@@ -51,7 +54,9 @@ class ScriptedBatches:
 
     def handle(self, method: str, path: str, headers: dict[str, str], raw: bytes
                ) -> tuple[int, bytes]:
-        parts = path.split("?", 1)[0].rstrip("/").split("/")  # ['', 'v1', 'files', ...]
+        self.calls.append((method, path, headers))
+        path = urllib.parse.urlsplit(path).path  # a proxy is sent the absolute URL
+        parts = path.rstrip("/").split("/")  # ['', 'v1', 'files', ...]
         if method == "POST" and parts[2:] == ["files"]:
             return self._upload(headers.get("content-type", ""), raw)
         if method == "POST" and parts[2:] == ["batches"]:

@@ -13,6 +13,7 @@ import json
 import socket
 import threading
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -183,8 +184,8 @@ def _make_handler(server: ScriptedJudgeServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0") or 0)
             raw = self.rfile.read(length)
-            if self.path.startswith(("/v1/files", "/v1/batches")):
-                self._batches("POST", raw)
+            if urllib.parse.urlsplit(self.path).path.startswith(("/v1/files", "/v1/batches")):
+                self._batches("POST", raw)  # (a proxy's absolute target too)
                 return
             try:
                 body = json.loads(raw or b"{}")

@@ -209,3 +209,69 @@ def test_an_answer_that_breaks_the_scorer_never_holds_the_batch(
     wait_for(lambda: processor.stats()["rubric"].get("error") == 1, "the broken one counted")
     assert processor.stats()["rubric"]["scored"] == 2
     wait_for(lambda: pending(lane_env) == 0, "the spool emptied")
+
+
+def test_the_batch_api_goes_through_the_judges_proxy(
+        lane_env: Path, telemetry: Telemetry, make_processor: Any,
+        judge_server: ScriptedJudgeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Behind an egress proxy the batch lane reaches the provider as the live judge does:
+    HTTP_PROXY (with user:password@, sent as Proxy-Authorization, never in the URL) routes
+    every files and batches call; the judge host here resolves nowhere, only the proxy (the
+    scripted server, which records the absolute request targets) reaches it."""
+    import base64
+
+    judge_server.responder = judge_responder()
+    monkeypatch.setenv("HTTP_PROXY",
+                       judge_server.url.removesuffix("/v1").replace("://", "://us%40er:s3cret@"))
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    judge = JudgeClient("openai/gpt-4o-mini", api_base="http://judge.invalid:9/v1",
+                        api_key="k", structured_output="json_object")
+    processor = make_processor([ScorerSpec(RubricScorer(judge, "- greets the user"),
+                                           lane="batch")])
+    end_agent_span(telemetry)
+    assert processor.force_flush(30_000)
+    (span,) = wait_for(telemetry.evaluation_spans, "the result through the proxy")
+    assert span.attributes["gen_ai.evaluation.score.label"] == "pass"
+    calls = judge_server.batches.calls
+    assert {target.split("/v1/")[0] for _, target, _ in calls} == {"http://judge.invalid:9"}
+    expected = "Basic " + base64.b64encode(b"us@er:s3cret").decode()
+    assert {headers.get("proxy-authorization") for _, _, headers in calls} == {expected}
+    assert {headers.get("authorization") for _, _, headers in calls} == {"Bearer k"}
+
+
+def test_a_job_that_ends_submits_what_waits_and_says_where_it_is(
+        lane_env: Path, telemetry: Telemetry, make_processor: Any,
+        judge_server: ScriptedJudgeServer, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A process that ends before its lane's first round: what it spooled goes out in one
+    batch at exit, and one line says how many judgements wait where, who emits them, and what
+    a job that runs once uses instead; the next process on the spool emits them (the batch
+    submitted at exit, not a second one)."""
+    judge_server.responder = judge_responder()
+    judge_server.batches.polls = 10_000
+    monkeypatch.setenv("OTEL_SCORERS_BATCH_INTERVAL_S", "3600")
+    first = batch_processor(make_processor, judge_server)
+    for index in range(3):
+        end_agent_span(telemetry, prompt=f"q{index}")
+    assert first.force_flush(30_000)
+    assert judge_server.batches.batches == {}
+    with caplog.at_level("WARNING", logger="otel_scorers"):
+        first.shutdown()
+    (line,) = [r.getMessage() for r in caplog.records if "wait in the spool" in r.getMessage()]
+    assert line.startswith("otel-scorers: 3 batch-lane judgement(s) wait in the spool "
+                           f"{lane_env} (3 submitted at exit)")
+    assert "rescore --lane batch" in line
+    (batch,) = judge_server.batches.batches.values()
+    assert len(judge_server.batches.files[batch["input_file_id"]].splitlines()) == 3
+    assert telemetry.evaluation_spans() == [] and pending(lane_env) == 3
+    judge_server.batches.polls = 1
+    monkeypatch.setenv("OTEL_SCORERS_BATCH_INTERVAL_S", "0.2")
+    judge = JudgeClient("openai/gpt-4o-mini", api_base=judge_server.url, api_key="k",
+                        structured_output="json_object")  # its spans through the first's export
+    second = make_processor([ScorerSpec(RubricScorer(judge, "- greets the user"),
+                                        lane="batch")], install=False)
+    wait_for(lambda: len(telemetry.evaluation_spans()) == 3, "the next process emitted them")
+    assert len(judge_server.batches.batches) == 1
+    assert second.health()["batch"]["leading"] is True
+    wait_for(lambda: pending(lane_env) == 0, "the spool emptied")

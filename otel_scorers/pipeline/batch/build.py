@@ -11,13 +11,13 @@ from otel_scorers.config.settings import BatchSettings
 from otel_scorers.errors import ConfigError
 from otel_scorers.judge.batches import (
     FINISHED,
-    Spool,
     answers,
     api_for,
     batch_lines,
     replay,
     request_of,
 )
+from otel_scorers.judge.spool import Spool
 from otel_scorers.pipeline.batch.lane import BatchLane, BatchParts
 from otel_scorers.pipeline.slots import Slot
 

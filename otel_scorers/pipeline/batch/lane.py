@@ -18,6 +18,17 @@ At start the spool is read again: the entries not yet emitted and the batches in
 (after a ``kill -9`` too). An entry is removed only after its result was emitted, so a crash
 between the two emits it again at restart (at least once; in practice only for a result that was
 being written when the process died).
+
+Several processes on one spool (a server's workers, forked or each with its own processor):
+each spools what it selects; the one that holds the spool's lock (:meth:`Spool.lead`) submits,
+polls and emits for all of them, on their own trace and span ids. In a forked child the lane
+starts again with its first deferred run; when the leading process ends (a stop, a crash, a
+``kill -9``) another one's next round takes over. ``health()["batch"]["leading"]`` says which.
+
+At exit the leading process submits what still waits (within a few seconds), and a process that
+leaves judgements in the spool says so in one line: they are emitted by the next process on that
+spool. A job that runs once and ends judges history with ``otel-scorers rescore --lane batch``,
+which waits for its batch.
 """
 
 from __future__ import annotations
@@ -75,6 +86,13 @@ class BatchLane:
         self._stopped = False
         self._lock = asyncio.Lock()
 
+    def reset_after_fork(self) -> None:
+        """In a forked child: a fresh lock, no rounds (they start with the child's first
+        deferred run), counts of its own; the parent keeps the spool's lead while it lives."""
+        self._task, self._lock = None, asyncio.Lock()
+        self.counts = dict.fromkeys(self.counts, 0)
+        self.parts.spool.after_fork()
+
     def handles(self, name: str) -> bool:
         return name in self.slots
 
@@ -84,6 +102,8 @@ class BatchLane:
         not: a full spool drops it, ``spool_full``; a scorer that asks nothing is judged now)."""
         run = captured.run
         assert run is not None
+        if self._task is None and not self._stopped:  # a forked child's first: its rounds
+            self.start()
         body = await self.parts.request_of(slot.scorer, run)
         if body is None:  # nothing to ask the judge: its result is final now
             result = await slot.scorer.arun(run)
@@ -116,6 +136,42 @@ class BatchLane:
         self._stopped = True
         if self._task is not None:
             self._task.cancel()
+        self.parts.spool.release()
+
+    def close(self, timeout_s: float) -> None:
+        """At shutdown (not on the loop): submit what waits if this process leads (within
+        ``timeout_s``), stop, and say in one line what is left on disk."""
+        self._stopped = True
+        submitted = 0
+        if not background_loop.in_loop():
+            try:
+                submitted = background_loop.submit(asyncio.wait_for(
+                    self._last_round(), timeout_s)).result(timeout=timeout_s + 1)
+            except Exception as exc:  # the provider unreachable or slow: left for the next
+                logger.debug("batch lane: nothing submitted at exit", exc_info=exc)
+        self.stop()
+        waiting = self.parts.spool.recount()
+        if waiting and (self.counts["spooled"] or submitted):
+            logger.warning(
+                "otel-scorers: %d batch-lane judgement(s) wait in the spool %s (%d submitted "
+                "at exit); the next process whose batch lane uses this spool (another worker, "
+                "or the next start) emits them when their batch is done. A job that runs once "
+                "should judge with `otel-scorers rescore --lane batch`, which waits for its "
+                "batch", waiting, self.parts.spool.root, submitted)
+
+    async def _last_round(self) -> int:
+        """What waits submitted in one batch (no polling), unless another process leads: it
+        submits then (a job that ends before its first round leads now)."""
+        async with self._lock:
+            spool = self.parts.spool
+            if not await asyncio.to_thread(spool.lead):
+                return 0
+            entries = await asyncio.to_thread(spool.entries)
+            waiting = [e for e in entries.values() if not e.get("batch")
+                       and e["scorer"] in self.slots][:self.parts.max_lines]
+            if waiting:
+                await self._submit(waiting)
+            return len(waiting)
 
     async def _run(self) -> None:
         # one interval first: what the start's first runs spool goes in one batch
@@ -132,6 +188,9 @@ class BatchLane:
         """Poll the open batches (emitting what came back), then submit what waits."""
         async with self._lock:
             spool = self.parts.spool
+            if not await asyncio.to_thread(spool.lead):  # another process submits and emits
+                await asyncio.to_thread(spool.recount)
+                return
             entries = await asyncio.to_thread(spool.entries)
             for batch in (await asyncio.to_thread(spool.batches)).values():
                 await self._poll(batch, entries)
@@ -228,4 +287,4 @@ class BatchLane:
     def report(self) -> dict[str, Any]:
         """For ``health()["batch"]``: what is waiting on disk and what happened since start."""
         spool = self.parts.spool
-        return {**self.counts, "pending_bytes": spool.used_bytes}
+        return {**self.counts, "pending_bytes": spool.used_bytes, "leading": spool.leading}
