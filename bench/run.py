@@ -697,13 +697,21 @@ def bench_code_scorers(quick: bool) -> None:
         figure(f"code_scorer_cost_ratio_{name}", round(cpu / build, 3))
 
 
+def bench_cost_lanes(quick: bool) -> None:
+    """Cost per 1,000 demo rubric evaluations per lane; the batch lane's CPU and spool
+    (``lanes.py``)."""
+    from lanes import bench_lanes
+
+    bench_lanes(quick, figure, judge_server)
+
+
 BENCHES = {"hot_path_instructions": bench_hot_path_instructions, "on_end": bench_on_end,
            "code_scorers": bench_code_scorers,
            "hot_path": bench_hot_path,
            "throughput": bench_throughput, "calls": bench_calls,
            "memory": bench_memory, "sessions": bench_sessions,
            "rescore_memory": bench_rescore_memory,
-           "gateway": bench_gateway, "prompts": bench_prompts}
+           "gateway": bench_gateway, "prompts": bench_prompts, "lanes": bench_cost_lanes}
 
 
 def main(argv: Sequence[str] | None = None) -> None:

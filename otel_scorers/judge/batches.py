@@ -16,10 +16,12 @@ the price, and answered hours later through the scorer's own parsing.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from otel_scorers import http, safe_json
@@ -32,8 +34,8 @@ from otel_scorers.errors import (
 from otel_scorers.judge.openai_compatible import DirectTransport, env_proxy, split_proxy
 from otel_scorers.judge.transport import ChatRequest, ChatResponse
 
-__all__ = ["FINISHED", "BatchAPI", "answers", "api_for", "batch_body", "batch_lines",
-           "output_lines", "replay", "request_of"]
+__all__ = ["FINISHED", "MAX_BATCH_BYTES", "BatchAPI", "answers", "api_for", "batch_body",
+           "batch_lines", "output_lines", "replay", "request_of"]
 
 #: The most of one batch output or error file read (a provider's file of 50,000 judge answers
 #: is well under it).
@@ -42,6 +44,9 @@ MAX_FILE_BYTES = 256 * 1024 * 1024
 MAX_ANSWER_BYTES = 1024 * 1024
 #: OpenAI's API, the endpoint of an ``openai/<model>`` judge without an ``api_base``.
 OPENAI_BASE = "https://api.openai.com/v1"
+#: The most bytes of one batch's input file the lane sends (OpenAI takes up to 200 MB and
+#: 50,000 requests per batch; the lane's memory at a submit is about this much).
+MAX_BATCH_BYTES = 100 * 1024 * 1024
 #: A batch the provider reports in one of these states is over (its files say what came back).
 FINISHED = frozenset({"completed", "failed", "expired", "cancelled"})
 
@@ -95,14 +100,18 @@ class BatchAPI:
             raise JudgeResponseError(f"batch API answered {path} with no object")
         return answer
 
-    async def upload(self, lines: bytes) -> str:
+    async def upload(self, lines: bytes | Path) -> str:
+        """A batch's JSONL input uploaded: bytes, or a file read as it is sent (a batch of
+        100 MB is never whole in memory)."""
         import aiohttp
 
-        form = aiohttp.FormData()
-        form.add_field("purpose", "batch")
-        form.add_field("file", lines, filename="otel-scorers-batch.jsonl",
-                       content_type="application/jsonl")
-        ident = (await self._json("POST", "/files", data=form)).get("id")
+        with contextlib.ExitStack() as stack:
+            data = stack.enter_context(lines.open("rb")) if isinstance(lines, Path) else lines
+            form = aiohttp.FormData()
+            form.add_field("purpose", "batch")
+            form.add_field("file", data, filename="otel-scorers-batch.jsonl",
+                           content_type="application/jsonl")
+            ident = (await self._json("POST", "/files", data=form)).get("id")
         if not isinstance(ident, str):
             raise JudgeResponseError("batch API gave the uploaded file no id")
         return ident

@@ -16,8 +16,10 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +91,24 @@ class Spool:
             os.close(handle)
             return False
         self._lock = (handle, os.getpid())
+        self._sweep()
         return True
+
+    def scratch(self) -> Path:
+        """A new private file in the spool for a batch's input (the caller removes it)."""
+        handle, name = tempfile.mkstemp(dir=self.root, prefix=".upload-", suffix=".jsonl")
+        os.close(handle)
+        return Path(name)
+
+    def _sweep(self) -> None:
+        """On taking the lead: what an ended leader left half done (a batch input being
+        uploaded, a file being written) removed once it is an hour old."""
+        old = time.time() - 3600
+        for pattern in (".upload-*", "*/.tmp-*", ".tmp-*"):
+            for path in self.root.glob(pattern):
+                with contextlib.suppress(OSError):
+                    if path.stat().st_mtime < old:
+                        path.unlink()
 
     @property
     def leading(self) -> bool:
@@ -132,9 +151,25 @@ class Spool:
 
     def entries(self) -> dict[str, dict[str, Any]]:
         """Every deferred judgement, by id (a file that does not read is set aside); the bytes
-        counted again."""
+        counted again. All of them in memory: for a bounded view, :meth:`each` and :meth:`get`."""
         self.recount()
-        return _records(self.pending_dir, set_aside=True)
+        return {entry["id"]: entry for entry in self.each()}
+
+    def each(self) -> Iterator[dict[str, Any]]:
+        """The deferred judgements one at a time, in no set order (a file that does not read
+        is set aside as ``*.unreadable``)."""
+        with contextlib.suppress(FileNotFoundError), os.scandir(self.pending_dir) as found:
+            names = [item.name for item in found if item.name.endswith(".json")]
+        for name in names:
+            record = _read(self.pending_dir / name, set_aside=True)
+            if record is not None:
+                yield record
+
+    def get(self, ident: str) -> dict[str, Any] | None:
+        """One deferred judgement (``None``: gone, emitted already, or unreadable)."""
+        if not _SAFE_ID.fullmatch(ident):
+            return None
+        return _read(self.pending_dir / f"{ident}.json", set_aside=True)
 
     def remove(self, ident: str) -> None:
         path = self.pending_dir / f"{ident}.json"
@@ -158,17 +193,31 @@ class Spool:
         (self.batch_dir / f"{name}.json").unlink(missing_ok=True)
 
 
+_SAFE_ID = re.compile(r"[0-9a-f]{1,64}")
+
+
+def _read(path: Path, *, set_aside: bool) -> dict[str, Any] | None:
+    """The JSON record at ``path`` (``None``: missing, or not a record with an ``id``; one that
+    does not read is, with ``set_aside``, renamed ``*.unreadable``)."""
+    try:
+        record = safe_json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        if set_aside:
+            with contextlib.suppress(OSError):
+                path.rename(path.with_suffix(".unreadable"))
+        return None
+    if isinstance(record, dict) and isinstance(record.get("id"), str):
+        return record
+    return None
+
+
 def _records(folder: Path, *, set_aside: bool) -> dict[str, dict[str, Any]]:
-    """The JSON records of ``folder`` by their ``id`` (one that does not read is skipped, or
-    with ``set_aside`` renamed ``*.unreadable``)."""
+    """The JSON records of ``folder`` by their ``id``."""
     out: dict[str, dict[str, Any]] = {}
     for path in sorted(folder.glob("*.json")):
-        try:
-            record = safe_json.loads(path.read_bytes())
-        except (OSError, ValueError):
-            if set_aside:
-                path.rename(path.with_suffix(".unreadable"))
-            continue
-        if isinstance(record, dict) and isinstance(record.get("id"), str):
+        record = _read(path, set_aside=set_aside)
+        if record is not None:
             out[record["id"]] = record
     return out

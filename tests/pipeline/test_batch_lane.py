@@ -275,3 +275,37 @@ def test_a_job_that_ends_submits_what_waits_and_says_where_it_is(
     assert len(judge_server.batches.batches) == 1
     assert second.health()["batch"]["leading"] is True
     wait_for(lambda: pending(lane_env) == 0, "the spool emptied")
+
+
+def test_a_batch_stays_under_the_providers_file_limit(
+        lane_env: Path, telemetry: Telemetry, make_processor: Any,
+        judge_server: ScriptedJudgeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch's input file is bounded in bytes (OpenAI takes 200 MB): what does not fit
+    waits for the next batch, so a large spool never makes a file the provider refuses."""
+    judge_server.responder = judge_responder()
+    monkeypatch.setattr("otel_scorers.pipeline.batch.build.MAX_BATCH_BYTES", 4_000)
+    monkeypatch.setenv("OTEL_SCORERS_BATCH_INTERVAL_S", "1")
+    processor = batch_processor(make_processor, judge_server)
+    for index in range(3):
+        end_agent_span(telemetry, prompt=f"q{index}")
+    assert processor.force_flush(30_000)
+    wait_for(lambda: len(telemetry.evaluation_spans()) == 3, "every result, batch by batch")
+    inputs = [judge_server.batches.files[b["input_file_id"]]
+              for b in judge_server.batches.batches.values()]
+    assert len(inputs) == 3 and all(len(data) <= 4_000 for data in inputs)
+    assert sum(len(data.splitlines()) for data in inputs) == 3
+
+
+def test_the_spool_reads_only_its_own_files() -> None:
+    """An id from a batch record on disk (which anyone who can write the directory can
+    change) never names a file outside the spool."""
+    import tempfile
+
+    from otel_scorers.judge.spool import Spool
+
+    with tempfile.TemporaryDirectory() as root:
+        spool = Spool(root, 1 << 20)
+        (Path(root) / "secret.json").write_text('{"id": "x", "body": "not the spool\'s"}')
+        assert spool.get("../secret") is None and spool.get("0" * 32) is None
+        spool.add({"id": "ab" * 16, "body": {}})
+        assert spool.get("ab" * 16) == {"id": "ab" * 16, "body": {}}

@@ -11,6 +11,7 @@ from otel_scorers.config.settings import BatchSettings
 from otel_scorers.errors import ConfigError
 from otel_scorers.judge.batches import (
     FINISHED,
+    MAX_BATCH_BYTES,
     answers,
     api_for,
     batch_lines,
@@ -51,7 +52,8 @@ def batch_lane_from(settings: BatchSettings, slots: Sequence[Slot], emission: An
                   "lane batch")
     parts = BatchParts(spool=Spool(settings.directory, settings.max_bytes), api=api,
                        request_of=request_of, replay=replay, batch_lines=batch_lines,
-                       answers=answers, finished=FINISHED, interval_s=settings.interval_s,
+                       answers=answers, finished=FINISHED,
+                       max_batch_bytes=MAX_BATCH_BYTES, interval_s=settings.interval_s,
                        max_lines=settings.max_lines, max_attempts=settings.max_attempts,
                        window=settings.completion_window,
                        give_up_after_s=settings.give_up_after_s)

@@ -39,6 +39,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from opentelemetry.trace import SpanContext, TraceFlags
@@ -67,6 +68,8 @@ class BatchParts:
     answers: Callable[..., Any]
     #: the states of a batch that is over
     finished: frozenset[str]
+    #: the most bytes of one batch's input file (the provider's limit: OpenAI's is 200 MB)
+    max_batch_bytes: int
     interval_s: float
     max_lines: int
     max_attempts: int
@@ -166,12 +169,7 @@ class BatchLane:
             spool = self.parts.spool
             if not await asyncio.to_thread(spool.lead):
                 return 0
-            entries = await asyncio.to_thread(spool.entries)
-            waiting = [e for e in entries.values() if not e.get("batch")
-                       and e["scorer"] in self.slots][:self.parts.max_lines]
-            if waiting:
-                await self._submit(waiting)
-            return len(waiting)
+            return await self._submit_waiting()
 
     async def _run(self) -> None:
         # one interval first: what the start's first runs spool goes in one batch
@@ -185,37 +183,75 @@ class BatchLane:
                        "tried again every batch.interval_s")
 
     async def round(self) -> None:
-        """Poll the open batches (emitting what came back), then submit what waits."""
+        """Poll the open batches (emitting what came back), then submit what waits. One batch
+        and one entry at a time in memory, however many wait on disk."""
         async with self._lock:
             spool = self.parts.spool
             if not await asyncio.to_thread(spool.lead):  # another process submits and emits
                 await asyncio.to_thread(spool.recount)
                 return
-            entries = await asyncio.to_thread(spool.entries)
+            await asyncio.to_thread(spool.recount)
             for batch in (await asyncio.to_thread(spool.batches)).values():
-                await self._poll(batch, entries)
-            waiting = [e for e in entries.values() if not e.get("batch")
-                       and e["scorer"] in self.slots]
-            if waiting and not self._stopped:
-                await self._submit(waiting[:self.parts.max_lines])
+                await self._poll(batch)
+            if not self._stopped:
+                await self._submit_waiting()
 
-    async def _submit(self, waiting: list[dict[str, Any]]) -> None:
+    def _waiting(self) -> tuple[list[str], Path | None]:
+        """The ids of what waits and its batch input in a file of the spool (in a thread):
+        at most ``batch.max_lines`` lines and ``max_batch_bytes`` bytes, one entry in memory
+        at a time."""
+        ids: list[str] = []
+        size = 0
+        path = self.parts.spool.scratch()
+        with path.open("wb") as out:
+            for entry in self.parts.spool.each():
+                if entry.get("batch") or entry.get("scorer") not in self.slots:
+                    continue
+                line = self.parts.batch_lines({entry["id"]: entry["body"]})
+                if len(ids) >= self.parts.max_lines or \
+                        size + len(line) > self.parts.max_batch_bytes:
+                    break
+                out.write(line)
+                ids.append(entry["id"])
+                size += len(line)
+        if not ids:
+            path.unlink(missing_ok=True)
+            return [], None
+        return ids, path
+
+    async def _submit_waiting(self) -> int:
+        """What waits, in one batch; the number of requests submitted."""
+        ids, path = await asyncio.to_thread(self._waiting)
+        if path is None:
+            return 0
+        try:
+            await self._submit(ids, path)
+        finally:
+            path.unlink(missing_ok=True)
+        return len(ids)
+
+    async def _submit(self, ids: list[str], lines: Path) -> None:
         api, spool = self.parts.api, self.parts.spool
-        file_id = await api.upload(self.parts.batch_lines({e["id"]: e["body"] for e in waiting}))
+        file_id = await api.upload(lines)
         batch = await api.create(file_id, self.parts.window)
         ident = batch.get("id")
         if not isinstance(ident, str):
             raise ValueError("the batch API gave the batch no id")
         # the batch first (so a crash now leaves it known), then each entry marked in it
         await asyncio.to_thread(spool.save_batch, {
-            "id": ident, "entries": [e["id"] for e in waiting], "created": time.time()})
-        for entry in waiting:
-            entry["batch"] = ident
-            entry["attempts"] = int(entry.get("attempts", 0)) + 1
-            await asyncio.to_thread(spool.update, entry)
-        self.counts["submitted"] += len(waiting)
+            "id": ident, "entries": ids, "created": time.time()})
 
-    async def _poll(self, batch: dict[str, Any], entries: dict[str, dict[str, Any]]) -> None:
+        def mark() -> None:
+            for entry_id in ids:
+                entry = spool.get(entry_id)
+                if entry is not None:
+                    entry["batch"] = ident
+                    entry["attempts"] = int(entry.get("attempts", 0)) + 1
+                    spool.update(entry)
+        await asyncio.to_thread(mark)
+        self.counts["submitted"] += len(ids)
+
+    async def _poll(self, batch: dict[str, Any]) -> None:
         api, spool = self.parts.api, self.parts.spool
         state = await api.retrieve(batch["id"])
         status = state.get("status")
@@ -225,7 +261,7 @@ class BatchLane:
         answered, failed = await self.parts.answers(api, state)
         reason = "batch_expired" if status == "expired" or late else "batch_failed"
         for ident in batch.get("entries", ()):
-            entry = entries.get(ident)
+            entry = await asyncio.to_thread(spool.get, str(ident))
             if entry is None or entry.get("batch") != batch["id"]:
                 continue  # emitted already (a restart after the emission)
             try:
