@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 MODEL = "openai/gpt-5-mini"
+#: each demo run judged this many times per lane (each call's fence token changes the request's
+#: token count by a few tokens: the mean over many calls is steady)
+REPEATS = 20
 HERE = Path(__file__).resolve().parent
 
 
@@ -69,7 +72,7 @@ def _live_cost(url: str, tier: str) -> tuple[float, int]:
     from otel_scorers.judge.client import JudgeClient
 
     costs, tokens = [], []
-    for run, rubric in _runs():
+    for run, rubric in _runs() * REPEATS:
         judge = JudgeClient(MODEL, api_base=url, api_key="k", structured_output="json_object",
                             service_tier=tier)  # type: ignore[arg-type]
         result = RubricScorer(judge, rubric).run(run)
@@ -96,7 +99,7 @@ def _batch_cost(url: str) -> float:
 
     scored = [(RubricScorer(JudgeClient(MODEL, api_base=url, api_key="k",
                                         structured_output="json_object"), rubric), run)
-              for run, rubric in _runs()]
+              for run, rubric in _runs() * REPEATS]
 
     async def go() -> list[float]:
         api = BatchAPI(url, "k")

@@ -77,7 +77,7 @@ def main() -> None:
             spool.add({"id": ident, "scorer": "rubric", "run": run.model_dump(mode="json"),
                        "trace_id": f"{index:032x}", "span_id": f"{index:016x}",
                        "span_name": "invoke_agent support-bot", "agent": "support-bot",
-                       "source": "gen_ai", "body": body, "attempts": 0, "batch": None,
+                       "source": "gen_ai", "body": body, "attempts": 0,
                        "spooled_ns": time.time_ns()})
         add_s = (time.perf_counter() - started) / count
         disk = sum(p.stat().st_blocks * 512 for p in Path(root).rglob("*.json"))

@@ -23,10 +23,21 @@ from pathlib import Path
 from typing import Any
 
 from otel_scorers.errors import ConfigError
-from otel_scorers.judge.batches import FINISHED, answers, api_for, batch_lines, replay, request_of
+from otel_scorers.judge.batches import (
+    FINISHED,
+    MAX_BATCH_BYTES,
+    answers,
+    api_for,
+    batch_lines,
+    replay,
+    request_of,
+)
 from otel_scorers.scorers.result import ScoreError, ScoreResult
 
 __all__ = ["BatchTimeout", "judge_in_batch"]
+
+#: The most requests in one batch (OpenAI's limit).
+MAX_BATCH_LINES = 50_000
 
 
 
@@ -65,6 +76,11 @@ async def judge_in_batch(rescorer: Any, selected: Iterator[tuple[Any, list[str]]
     batch_id = _resumed(state_path, items)
     if batch_id is None:
         lines = batch_lines({ident: item[4] for ident, item in items.items()})
+        if len(items) > MAX_BATCH_LINES or len(lines) > MAX_BATCH_BYTES:
+            raise ConfigError(
+                f"{len(items)} judge requests ({len(lines) / 1e6:.0f} MB) are more than one "
+                f"batch carries ({MAX_BATCH_LINES} requests, {MAX_BATCH_BYTES // 2**20} MB): "
+                "bound the pass with --limit and run it in parts")
         batch = await api.create(await api.upload(lines), "24h")
         batch_id = str(batch.get("id") or "")
         if not batch_id:

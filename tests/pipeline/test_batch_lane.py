@@ -140,8 +140,9 @@ def test_a_kill_9_mid_batch_and_a_restart_deliver_every_result_once(
     assert first.stdout is not None
     traces = json.loads(first.stdout.readline())  # the five runs it ended
     wait_for(lambda: judge_server.batches.batches, "the batch submitted")
-    wait_for(lambda: all(json.loads(p.read_text()).get("batch")
-                         for p in (spool / "pending").glob("*.json")), "entries in the batch")
+    wait_for(lambda: sum(len(json.loads(p.read_text())["entries"])
+                         for p in (spool / "batches").glob("*.json")) == 5,
+             "the five requests in the batch's record")
     first.send_signal(signal.SIGKILL)
     first.wait(30)
     judge_server.batches.polls = 1  # the batch completes at the next poll

@@ -429,3 +429,22 @@ def test_rescore_in_a_batch_needs_a_judge_with_a_batch_api(
                                        "--lane", "batch"])
     assert result.exit_code == 2 and "openai/<model>" in result.output, result.output
     assert "Traceback" not in result.output
+
+
+def test_rescore_in_a_batch_refuses_more_than_one_batch_carries(
+        live: dict[str, Any], tmp_path: Path, judge_server: ScriptedJudgeServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A history larger than one provider batch (50,000 requests, 100 MB here; OpenAI takes
+    200 MB) is refused before anything is uploaded, with the way to split it."""
+    monkeypatch.setattr("otel_scorers.rescore.batch.MAX_BATCH_LINES", 5)
+    json_path, _ = _write_files(tmp_path, live["all"])
+    config = json.loads(live["config"].read_text())
+    config["judge"]["model"] = "openai/gpt-4o-mini"
+    config_path = tmp_path / "batch.yaml"
+    config_path.write_text(json.dumps(config))
+    result = CliRunner().invoke(main, ["rescore", str(json_path), "--config", str(config_path),
+                                       "-o", str(tmp_path / "out.jsonl"), "--lane", "batch"])
+    assert result.exit_code == 2 and "more than one batch carries" in result.output, \
+        result.output
+    assert "--limit" in result.output and "Traceback" not in result.output
+    assert judge_server.batches.files == {}  # nothing uploaded

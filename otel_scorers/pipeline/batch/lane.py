@@ -3,13 +3,15 @@ emitted late (see :mod:`otel_scorers.judge.batches` for the spool and the API).
 
 A selected run of such a scorer is not asked now: its judge request (the scorer's own prompt)
 goes to the spool with the run and the evaluated span's trace and span ids, and the evaluation
-of that scorer ends there (no decision yet: ``health()["batch"]["pending"]`` counts them). Every
+of that scorer ends there (no decision yet: ``health()["batch"]["spooled"]`` counts them). Every
 ``batch.interval_s`` the lane submits what waits (one JSONL file, one batch, at most
 ``batch.max_lines`` lines) and polls the open batches. A completed batch's answers are parsed by
 the scorer's own code and emitted as any result is, late, on the evaluated span's context: the
 evaluation span (a child of the evaluated span, started when the run was spooled), the
 ``gen_ai.evaluation.result`` event, the metrics (recorded when the answer arrives) and the
-sinks; then the entry leaves the spool. A line that failed, expired or never came back is asked
+sinks; then the entry leaves the spool. A request is in a batch while that batch's record (its
+id and its requests' ids) is on disk: submitting writes nothing else, so a crash never leaves a
+request both waiting and in a batch. A line that failed, expired or never came back is asked
 again in a later batch, at most ``batch.max_attempts`` times, then emitted as an error result
 whose ``error.type`` says why (``batch_failed``, ``batch_expired``). A batch that is not done
 ``batch.give_up_after_s`` after it was created counts as expired.
@@ -119,7 +121,7 @@ class BatchLane:
         entry = {"id": ident, "scorer": slot.name, "run": run.model_dump(mode="json"),
                  "trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}",
                  "span_name": subject.name, "agent": captured.agent, "source": captured.source,
-                 "body": body, "attempts": 0, "batch": None, "spooled_ns": time.time_ns()}
+                 "body": body, "attempts": 0, "spooled_ns": time.time_ns()}
         if await asyncio.to_thread(self.parts.spool.add, entry):
             self.counts["spooled"] += 1
             return
@@ -202,10 +204,13 @@ class BatchLane:
         at a time."""
         ids: list[str] = []
         size = 0
-        path = self.parts.spool.scratch()
+        spool = self.parts.spool
+        submitted = {ident for batch in spool.batches().values()
+                     for ident in batch.get("entries", ())}
+        path = spool.scratch()
         with path.open("wb") as out:
-            for entry in self.parts.spool.each():
-                if entry.get("batch") or entry.get("scorer") not in self.slots:
+            for entry in spool.each():
+                if entry["id"] in submitted or entry.get("scorer") not in self.slots:
                     continue
                 line = self.parts.batch_lines({entry["id"]: entry["body"]})
                 if len(ids) >= self.parts.max_lines or \
@@ -237,18 +242,9 @@ class BatchLane:
         ident = batch.get("id")
         if not isinstance(ident, str):
             raise ValueError("the batch API gave the batch no id")
-        # the batch first (so a crash now leaves it known), then each entry marked in it
+        # its record is what puts the requests in the batch (one synced write for them all)
         await asyncio.to_thread(spool.save_batch, {
             "id": ident, "entries": ids, "created": time.time()})
-
-        def mark() -> None:
-            for entry_id in ids:
-                entry = spool.get(entry_id)
-                if entry is not None:
-                    entry["batch"] = ident
-                    entry["attempts"] = int(entry.get("attempts", 0)) + 1
-                    spool.update(entry)
-        await asyncio.to_thread(mark)
         self.counts["submitted"] += len(ids)
 
     async def _poll(self, batch: dict[str, Any]) -> None:
@@ -262,7 +258,7 @@ class BatchLane:
         reason = "batch_expired" if status == "expired" or late else "batch_failed"
         for ident in batch.get("entries", ()):
             entry = await asyncio.to_thread(spool.get, str(ident))
-            if entry is None or entry.get("batch") != batch["id"]:
+            if entry is None:
                 continue  # emitted already (a restart after the emission)
             try:
                 if ident in answered:
@@ -282,9 +278,10 @@ class BatchLane:
         await asyncio.to_thread(spool.drop_batch, batch["id"])
 
     async def _again(self, entry: dict[str, Any], reason: str) -> None:
-        """A line that did not come back: asked again, or past its attempts an error result."""
-        if int(entry.get("attempts", 0)) < self.parts.max_attempts:
-            entry["batch"] = None
+        """A line that did not come back: asked again (once its batch's record is dropped),
+        or past its attempts an error result."""
+        entry["attempts"] = int(entry.get("attempts", 0)) + 1
+        if entry["attempts"] < self.parts.max_attempts:
             await asyncio.to_thread(self.parts.spool.update, entry)
             self.counts["retried"] += 1
             return
