@@ -195,8 +195,9 @@ def bench_hot_path_instructions(quick: bool) -> None:
 
 def bench_on_end(quick: bool) -> None:
     """Microseconds ``on_end`` takes on the application thread, per kind of span, for the
-    scoring processor (both scorers, sampling 1, a judge that never answers) and for the SDK's
-    ``BatchSpanProcessor`` on the same ended spans: ``on_end_us_agent_span`` (an
+    scoring processor (both scorers, sampling 1, a judge that never answers; ``_full_queue``:
+    with a queue of 50 runs, full, so nearly every run is decided on the calling thread and
+    dropped, counted) and for the SDK's ``BatchSpanProcessor`` on the same ended spans: ``on_end_us_agent_span`` (an
     ``invoke_agent`` span: handed to the worker's intake), ``on_end_us_llm_span`` (a ``chat``
     span without content) and ``on_end_us_plain_span`` (no GenAI attributes). Each figure is
     the best of several passes over distinct spans (noise only adds time), in CPU time of the
@@ -227,6 +228,12 @@ def bench_on_end(quick: bool) -> None:
                                  sampling=Sampling(ratio=1.0), meter_provider=MeterProvider(),
                                  events=False, queue_size=count * passes,
                                  shutdown_timeout_s=0.1),
+        # the queue full (a judge that never answers, a queue of 50 runs): nearly every run
+        # is decided on the application thread and dropped, counted
+        "_full_queue": ScoringSpanProcessor(
+            [NeverAnswers("rubric"), NeverAnswers("prompt_alignment")],
+            sampling=Sampling(ratio=1.0), meter_provider=MeterProvider(), events=False,
+            queue_size=50, shutdown_timeout_s=0.1),
         "_batch_span_processor": BatchSpanProcessor(
             NoOpExporter(), max_queue_size=count * passes * 4,
             max_export_batch_size=count * passes * 4, schedule_delay_millis=3_600_000)}
@@ -248,6 +255,8 @@ def bench_on_end(quick: bool) -> None:
     for kind in kinds:
         figure(f"on_end_ratio_{kind}_span_vs_batch_span_processor",
                round(best[kind] / best[f"{kind}_batch_span_processor"], 2))
+    figure("on_end_ratio_agent_span_full_queue_vs_batch_span_processor",
+           round(best["agent_full_queue"] / best["agent_batch_span_processor"], 2))
     for processor in processors.values():
         processor.shutdown()
 

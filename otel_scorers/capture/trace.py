@@ -56,6 +56,11 @@ ROOT_GRACE_S = 30.0
 LINKS_PER_SPAN = 8
 
 
+def _llm_content(attrs: Mapping[str, Any]) -> bool:
+    """A kept span's content is an LLM call's (its kind, or content attributes)."""
+    return span_kind(attrs) in (LLM, None) or not CONTENT_KEY_SET.isdisjoint(attrs)
+
+
 def content_size(attrs: Mapping[str, Any]) -> int:
     """Bytes a content span holds in the buffer: every attribute value, of any kind."""
     return SPAN_OVERHEAD + sum(len(key) + value_size(value) for key, value in attrs.items())
@@ -171,9 +176,27 @@ class TraceBuffer:
     @staticmethod
     def _keep(entry: _Trace, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
         entry.spans.append((span, attrs))
-        if span.context is not None and (span_kind(attrs) in (LLM, None) or not
-                                         CONTENT_KEY_SET.isdisjoint(attrs)):
+        if span.context is not None and _llm_content(attrs):
             entry.llm.add(span.context.span_id)
+
+    def alone(self, candidate: Candidate) -> Pending | None:
+        """What :meth:`add_candidate` then :meth:`take_pending` give for a candidate that is
+        its trace's local root while nothing of its trace is buffered (the trace is that one
+        span), without buffering it: for a decision whose jobs are dropped at once (a full
+        queue). ``None``: its trace holds something; add it as usual."""
+        span = candidate.span
+        context = span.context
+        if context is None:
+            return None
+        with self._lock:
+            if context.trace_id in self._traces:
+                return None
+        attrs = candidate.attributes
+        piece = candidate.kind in (AGENT, LLM) and (not CONTENT_KEY_SET.isdisjoint(attrs)
+                                                     or bool(span.events))
+        return Pending(context.trace_id, (candidate,),
+                       {context.span_id: span.parent.span_id if span.parent else None},
+                       frozenset({context.span_id} if piece and _llm_content(attrs) else ()))
 
     def add_candidate(self, candidate: Candidate) -> bool:
         """A span that may be an interaction: pending until its trace is resolved. An agent

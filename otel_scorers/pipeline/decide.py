@@ -112,6 +112,21 @@ class Decider:
             self.forward(span)
             return ()
 
+    def shed(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> Sequence[Job] | None:
+        """The jobs of a span decided while the queue is full (they are dropped, counted): a
+        candidate that is its whole trace (a local root, nothing of its trace buffered) is
+        decided as :meth:`decide` would, without going through the trace buffer. ``None``:
+        any other span; decide it as usual."""
+        if self.per_agent or not is_local_root(span) or is_own(span):
+            return None
+        kind = span_kind(attrs)
+        candidate = (self.selector.kind_of(span, attrs)
+                     if self.selector.could_match(attrs, kind) else None)
+        if candidate is None:
+            return None
+        pending = self.buffer.alone(Candidate(span, attrs, candidate))
+        return None if pending is None else self.jobs_of(pending)
+
     def _decide_agent(self, span: ReadableSpan, attrs: Mapping[str, Any] | None
                       ) -> Sequence[Job]:
         """Per-agent evaluation: every selected agent span is a run, decided when it ends."""
@@ -255,8 +270,9 @@ class Decider:
             self.enriched.forward(span)
 
     def dropped(self, job: Job | SessionJob) -> None:
-        """The queue had no room for ``job``: count it, release its span, say so once (a
-        session job's turns count as handled: judged again only if the session goes on)."""
+        """The queue had no room for ``job``: count it, release its span and its trace's
+        buffered content, say so once (a session job's turns count as handled: judged again
+        only if the session goes on)."""
         self._say_full()
         if isinstance(job, SessionJob):
             if self.sessions is not None:
@@ -269,6 +285,8 @@ class Decider:
         context = job.span.context
         if self.enriched is not None and context is not None:
             self.enriched.release(context.span_id)
+        if job.span.parent is None and context is not None:  # as an evaluated root's: what
+            self.buffer.discard(context.trace_id)  # its trace held goes now, not in minutes
 
     def _mark_dropped(self, job: Job, scorer: str) -> None:
         """An example of the runs the full queue dropped, for the alert's link."""

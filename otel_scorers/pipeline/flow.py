@@ -96,8 +96,14 @@ class Flow:
         ``None``: a parent link): decided on the calling thread."""
         if self._stopped():
             self.decider.forward(span)
-        else:
-            self.submit(self.decider.decide((span, attrs)))
+            return
+        if attrs is not None and self.worker.full:  # its jobs are dropped: a lone run is
+            jobs = self.decider.shed(span, attrs)  # decided without being buffered
+            if jobs is not None:
+                for job in jobs:
+                    self.decider.dropped(job)
+                return
+        self.submit(self.decider.decide((span, attrs)))
 
     def submit(self, jobs: Sequence[AnyJob]) -> None:
         for job in jobs:

@@ -105,6 +105,11 @@ class Worker(Generic[T]):
             self._wakeup()
         return True
 
+    @property
+    def full(self) -> bool:
+        """No job can be queued now (the queue is at its bound, or the worker stops)."""
+        return self._stopping or len(self._queue) >= self._max
+
     def offer(self, item: Any) -> bool:
         """Hand ``item`` to the pump's ``admit``; ``False`` when the intake is full or the worker
         stopped (the caller decides the item itself)."""

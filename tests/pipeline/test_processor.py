@@ -308,6 +308,33 @@ def test_queue_overflow_drops_and_counts(telemetry: Telemetry, make_processor: A
                                   reason="queue_full") == 2 * stats["rubric"]["dropped"]
 
 
+def test_runs_dropped_for_a_full_queue_leave_nothing_buffered(
+        telemetry: Telemetry, make_processor: Any, judge_server: ScriptedJudgeServer) -> None:
+    """Issue 35.13: under a burst with a judge that never answers, the runs the full queue
+    drops are counted and let go at once: a run that is its whole trace is decided on the
+    application thread without entering the trace buffer, and a dropped run's trace leaves it
+    (it used to stay until swept, minutes later, so every later span took the slow path and
+    the buffer filled with runs nobody would judge). Every application span is exported."""
+    judge_server.responder = lambda request: hang(30)
+    processor = make_processor(queue_size=2, concurrency=1, cache_ttl_s=0,
+                               shutdown_timeout_s=0.5)
+    for index in range(60):
+        end_agent_span(telemetry, prompt=f"question {index}")
+    processor.force_flush(500)  # (False: the judge hangs) the last runs offered are decided
+    deadline = time.monotonic() + 30
+    while processor.stats()["rubric"].get("dropped", 0) < 55 or \
+            processor.stats()["rubric"]["selected"] < 60:
+        assert time.monotonic() < deadline, processor.stats()
+        time.sleep(0.05)
+    stats = processor.stats()["rubric"]
+    assert stats["selected"] == 60 and stats["dropped"] >= 55, stats
+    assert telemetry.metric_value("otel_scorers.decisions", decision="dropped",
+                                  reason="queue_full") == 2 * stats["dropped"]
+    # what is judged or waits (one in flight, two queued) may hold its trace; nothing else
+    assert len(processor._buffer.traces) <= 60 - stats["dropped"], len(processor._buffer.traces)
+    assert len(telemetry.app_spans()) == 60
+
+
 def test_hung_judge_times_out_without_blocking(telemetry: Telemetry, make_processor: Any,
                                                judge_server: ScriptedJudgeServer) -> None:
     judge_server.responder = lambda request: hang(30)
