@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import re
 from typing import Any
 
@@ -117,8 +118,14 @@ def serve(upstream: str, host: str, port: int, grpc_port: int, config_file: str 
                + f"auth: {'bearer token' if auth else 'none'}; "
                f"tls: {'on' if tls else 'off'})", err=True)
     # on SIGTERM, requests in flight get at most --forward-timeout more (not aiohttp's 60 s)
-    web.run_app(app, host=host, port=port, print=None, handle_signals=True, ssl_context=tls,
-                shutdown_timeout=forward_timeout)
+    try:
+        web.run_app(app, host=host, port=port, print=None, handle_signals=True,
+                    ssl_context=tls, shutdown_timeout=forward_timeout)
+    except OSError as exc:  # taken since the check above (a race): one line, not a traceback
+        if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            raise
+        raise UsageProblem(f"cannot listen on {host}:{port} or :{grpc_port}: "
+                           f"{exc.strerror or exc}") from None
 
 
 def _upstream(url: str) -> str:
@@ -193,6 +200,9 @@ def _check_free(host: str, port: int, grpc_port: int) -> None:
     """A port in use is a usage error (one line, exit 2), not a traceback after start-up."""
     import socket
 
+    if port == grpc_port:
+        raise UsageProblem(f"--port and --grpc-port are both {port}: OTLP/HTTP and OTLP/gRPC "
+                           "need a port each (--grpc-port 0 turns gRPC off)")
     for number in (port, grpc_port):
         if not number:
             continue

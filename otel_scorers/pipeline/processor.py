@@ -79,7 +79,8 @@ class ScoringSpanProcessor(SpanProcessor):
             capture=capture, rubrics=rubrics, exporter=exporter,
             tracer_provider=tracer_provider, meter_provider=meter_provider,
             logger_provider=logger_provider, capture_limits=capture_limits,
-            log_once=self._log_once, queue_depth=lambda: self._worker.depth,
+            log_once=self._log_once, queue_depth=lambda: self._worker.depth if
+            hasattr(self, "_worker") else 0,
             sessions=sessions)
         self._parts, self._buffer, self.counts = parts, parts.buffer, parts.counts
         self._slots, self._sessions, self._timeouts = parts.slots, parts.sessions, parts.timeouts
@@ -240,8 +241,6 @@ class ScoringSpanProcessor(SpanProcessor):
         content, counts, cache, waiting runs and held spans are dropped."""
         self._shutdown_lock = threading.Lock()
         self._flow.reset_after_fork()
-
-
 
 
 def _after_fork(ref: weakref.ReferenceType[ScoringSpanProcessor]) -> None:

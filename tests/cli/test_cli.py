@@ -268,6 +268,51 @@ def test_serve_on_a_port_in_use_is_one_line_and_exit_2(judge_server: ScriptedJud
     assert "Traceback" not in out.stderr
 
 
+def test_serve_with_one_port_for_both_listeners_is_one_line_and_exit_2(
+        judge_server: ScriptedJudgeServer) -> None:
+    """Issue 35 (the traceback path left in ``serve``): ``--port`` and ``--grpc-port`` the
+    same passed the free-port check (each was free alone) and ended in a bind traceback."""
+    port = str(free_port())
+    env = {**os.environ, "OTEL_SCORERS_JUDGE_MODEL": judge_server.model,
+           "OTEL_SCORERS_JUDGE_API_BASE": judge_server.url}
+    out = subprocess.run([sys.executable, "-m", "otel_scorers", "serve", "--host", "127.0.0.1",
+                          "--upstream", "http://127.0.0.1:9", "--port", port, "--grpc-port",
+                          port], capture_output=True, text=True, env=env, timeout=120,
+                         check=False)
+    assert out.returncode == 2, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "need a port each" in lines[0], out.stderr
+
+
+def test_a_batch_spool_that_cannot_be_made_is_one_line_and_exit_2(
+        judge_server: ScriptedJudgeServer, tmp_path: Path) -> None:
+    """A batch lane whose spool directory cannot be created: a usage error naming the
+    variable, from ``serve`` (not a traceback, nor a metrics callback's error at exit) and
+    a ``ConfigError`` from the processor."""
+    from otel_scorers import RubricScorer, ScoringSpanProcessor
+    from otel_scorers.errors import ConfigError
+    from otel_scorers.judge.client import JudgeClient
+    from otel_scorers.pipeline import ScorerSpec
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    env = {**os.environ, "OTEL_SCORERS_JUDGE_MODEL": "openai/gpt-4o-mini",
+           "OTEL_SCORERS_JUDGE_API_BASE": judge_server.url, "OTEL_SCORERS_CANARY": "false",
+           "OTEL_SCORERS_BATCH_SCORERS": "rubric",
+           "OTEL_SCORERS_BATCH_DIR": str(blocked / "spool")}
+    out = subprocess.run([sys.executable, "-m", "otel_scorers", "serve", "--host", "127.0.0.1",
+                          "--upstream", "http://127.0.0.1:9", "--port", str(free_port()),
+                          "--grpc-port", "0"], capture_output=True, text=True, env=env,
+                         timeout=120, check=False)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr and "OTEL_SCORERS_BATCH_DIR" in out.stderr, out.stderr
+    judge = JudgeClient("openai/gpt-4o-mini", api_base=judge_server.url, api_key="k")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OTEL_SCORERS_BATCH_DIR", str(blocked / "spool"))
+        with pytest.raises(ConfigError, match="OTEL_SCORERS_BATCH_DIR"):
+            ScoringSpanProcessor([ScorerSpec(RubricScorer(judge, "- x"), lane="batch")])
+
+
 def test_ping_through_the_direct_transport_never_loads_litellm(
         judge_server: ScriptedJudgeServer) -> None:
     """``--ping`` takes a judge's own time, not litellm's import (seconds)."""

@@ -50,7 +50,13 @@ def batch_lane_from(settings: BatchSettings, slots: Sequence[Slot], emission: An
                               "openai/<model>; this scorer asks no judge")
     api = api_for([slot.scorer.judge for slot in batched.values()],  # type: ignore[attr-defined]
                   "lane batch")
-    parts = BatchParts(spool=Spool(settings.directory, settings.max_bytes), api=api,
+    try:
+        spool = Spool(settings.directory, settings.max_bytes)
+    except OSError as exc:
+        raise ConfigError(f"batch.directory {settings.directory}: the batch lane cannot keep "
+                          f"its spool there ({exc.strerror or exc}); set "
+                          "OTEL_SCORERS_BATCH_DIR to a writable, persistent directory") from None
+    parts = BatchParts(spool=spool, api=api,
                        request_of=request_of, replay=replay, batch_lines=batch_lines,
                        answers=answers, finished=FINISHED,
                        max_batch_bytes=MAX_BATCH_BYTES, interval_s=settings.interval_s,
