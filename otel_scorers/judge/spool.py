@@ -149,12 +149,6 @@ class Spool:
         _write_atomic(path, data)
         self._bytes += len(data) - before
 
-    def entries(self) -> dict[str, dict[str, Any]]:
-        """Every deferred judgement, by id (a file that does not read is set aside); the bytes
-        counted again. All of them in memory: for a bounded view, :meth:`each` and :meth:`get`."""
-        self.recount()
-        return {entry["id"]: entry for entry in self.each()}
-
     def each(self) -> Iterator[dict[str, Any]]:
         """The deferred judgements one at a time, in no set order (a file that does not read
         is set aside as ``*.unreadable``)."""

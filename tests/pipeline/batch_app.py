@@ -31,15 +31,23 @@ class Printer(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
-def main() -> None:
-    url, count = sys.argv[1], int(sys.argv[2])
+def batch_pipeline(url: str, printer: SpanExporter
+                   ) -> tuple[TracerProvider, ScoringSpanProcessor]:
+    """A provider whose rubric scorer judges through the batch lane at ``url``, its
+    evaluation spans exported to ``printer``."""
     provider = TracerProvider()
     judge = JudgeClient("openai/gpt-4o-mini", api_base=url, api_key="k",
                         structured_output="json_object")
     processor = ScoringSpanProcessor([ScorerSpec(RubricScorer(judge, "- greets the user"),
                                                  lane="batch")], tracer_provider=provider)
     provider.add_span_processor(processor)
-    provider.add_span_processor(SimpleSpanProcessor(Printer()))
+    provider.add_span_processor(SimpleSpanProcessor(printer))
+    return provider, processor
+
+
+def main() -> None:
+    url, count = sys.argv[1], int(sys.argv[2])
+    provider, processor = batch_pipeline(url, Printer())
     tracer = provider.get_tracer("app")
     traces = []
     for index in range(count):

@@ -20,11 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from otel_scorers import RubricScorer
-from otel_scorers.judge.client import JudgeClient
-from otel_scorers.pipeline import ScorerSpec, ScoringSpanProcessor
+from otel_scorers.pipeline import ScoringSpanProcessor
+from tests.pipeline.batch_app import batch_pipeline
 from tests.support import genai_attributes
 
 
@@ -61,13 +60,7 @@ def work(processor: ScoringSpanProcessor, provider: TracerProvider, runs: int,
 
 def main() -> None:
     mode, url, stop = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-    provider = TracerProvider()
-    judge = JudgeClient("openai/gpt-4o-mini", api_base=url, api_key="k",
-                        structured_output="json_object")
-    processor = ScoringSpanProcessor([ScorerSpec(RubricScorer(judge, "- greets the user"),
-                                                 lane="batch")], tracer_provider=provider)
-    provider.add_span_processor(processor)
-    provider.add_span_processor(SimpleSpanProcessor(Printer()))
+    provider, processor = batch_pipeline(url, Printer())
     if mode == "own":
         work(processor, provider, 3, stop)
         return
