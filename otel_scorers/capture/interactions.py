@@ -20,7 +20,6 @@ when a trace's local root ends (or its trace goes idle), ``rescore`` when a trac
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,13 +45,23 @@ class Candidate:
     def span_id(self) -> int:
         return self.span.context.span_id if self.span.context is not None else 0
 
-    @functools.cached_property
+    @property
     def agent(self) -> str | None:
+        # cached by hand: functools.cached_property takes a lock per read on Python 3.11,
+        # and an overloaded application thread reads it for every run it drops
+        try:
+            return self.__dict__["_agent"]  # type: ignore[no-any-return]
+        except KeyError:
+            pass
         for key in AGENT_NAME_KEYS:
             value = self.attributes.get(key)
             if isinstance(value, str) and value.strip():
-                return value.strip()[:128]
-        return agent_from_span_name(self.attributes, self.span.name)
+                name: str | None = value.strip()[:128]
+                break
+        else:
+            name = agent_from_span_name(self.attributes, self.span.name)
+        self.__dict__["_agent"] = name
+        return name
 
 
 @dataclass(frozen=True)

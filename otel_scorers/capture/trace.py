@@ -179,25 +179,6 @@ class TraceBuffer:
         if span.context is not None and _llm_content(attrs):
             entry.llm.add(span.context.span_id)
 
-    def alone(self, candidate: Candidate) -> Pending | None:
-        """What :meth:`add_candidate` then :meth:`take_pending` give for a candidate that is
-        its trace's local root while nothing of its trace is buffered (the trace is that one
-        span), without buffering it: for a decision whose jobs are dropped at once (a full
-        queue). ``None``: its trace holds something; add it as usual."""
-        span = candidate.span
-        context = span.context
-        if context is None:
-            return None
-        with self._lock:
-            if context.trace_id in self._traces:
-                return None
-        attrs = candidate.attributes
-        piece = candidate.kind in (AGENT, LLM) and (not CONTENT_KEY_SET.isdisjoint(attrs)
-                                                     or bool(span.events))
-        return Pending(context.trace_id, (candidate,),
-                       {context.span_id: span.parent.span_id if span.parent else None},
-                       frozenset({context.span_id} if piece and _llm_content(attrs) else ()))
-
     def add_candidate(self, candidate: Candidate) -> bool:
         """A span that may be an interaction: pending until its trace is resolved. An agent
         span's content counts as a piece of whatever interaction holds it. ``False`` (counted)
@@ -365,6 +346,8 @@ class TraceBuffer:
 
     # -- housekeeping ----------------------------------------------------------------------
     def discard(self, trace_id: int) -> None:
+        if trace_id not in self._traces:  # nothing held: no lock taken (dropped runs)
+            return
         with self._lock:
             entry = self._traces.pop(trace_id, None)
             if entry is not None:

@@ -8,7 +8,7 @@ tests) the same numbers directly: why each run was or was not scored.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -47,8 +47,10 @@ class DecisionCounts:
         with self._lock:
             self._counts[key] = self._counts.get(key, 0) + amount
 
-    def select(self, scorers: tuple[str, ...], decisions: list[tuple[str, str]]) -> None:
-        """Count one selected run for ``scorers`` plus its immediate decisions, in one lock."""
+    def select(self, scorers: tuple[str, ...], decisions: list[tuple[str, str]],
+               dropped: Sequence[str] = ()) -> None:
+        """Count one selected run for ``scorers`` plus its immediate decisions, and the scorers
+        whose jobs a full queue ``dropped``, in one lock."""
         with self._lock:
             counts = self._counts
             for scorer in scorers:
@@ -57,6 +59,9 @@ class DecisionCounts:
             for scorer, decision in decisions:
                 key = (scorer, decision, None, None)
                 counts[key] = counts.get(key, 0) + 1
+            for scorer in dropped:
+                full = (scorer, n.Decision.DROPPED, n.Reason.QUEUE_FULL, None)
+                counts[full] = counts.get(full, 0) + 1
 
     def snapshot(self) -> dict[DecisionKey, int]:
         with self._lock:

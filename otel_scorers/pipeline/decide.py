@@ -17,7 +17,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_scorers.capture.interactions import Candidate, is_local_root, resolve
+from otel_scorers.capture.interactions import Candidate, Interaction, is_local_root, resolve
 from otel_scorers.capture.kinds import CHAIN, LLM, span_kind
 from otel_scorers.capture.logs import has_genai_events
 from otel_scorers.capture.sessions import scope_of, scoped_key, session_key
@@ -112,20 +112,41 @@ class Decider:
             self.forward(span)
             return ()
 
-    def shed(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> Sequence[Job] | None:
-        """The jobs of a span decided while the queue is full (they are dropped, counted): a
-        candidate that is its whole trace (a local root, nothing of its trace buffered) is
-        decided as :meth:`decide` would, without going through the trace buffer. ``None``:
-        any other span; decide it as usual."""
+    def shed(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> bool:
+        """A span ended while the queue is full. ``True``: it was decided here and its runs
+        dropped, counted as :meth:`decide` then :meth:`dropped` would count them: a candidate
+        that is its whole trace (a local root, nothing of its trace buffered, not a chain) needs
+        no trace buffer, no resolving and no job, and this runs on an overloaded application
+        thread. ``False``: any other span; decide it as usual."""
         if self.per_agent or not is_local_root(span) or is_own(span):
-            return None
-        kind = span_kind(attrs)
-        candidate = (self.selector.kind_of(span, attrs)
-                     if self.selector.could_match(attrs, kind) else None)
-        if candidate is None:
-            return None
-        pending = self.buffer.alone(Candidate(span, attrs, candidate))
-        return None if pending is None else self.jobs_of(pending)
+            return False
+        kind = (self.selector.kind_of(span, attrs)
+                if self.selector.could_match(attrs, span_kind(attrs)) else None)
+        context = span.context
+        if (kind is None or kind == CHAIN  # (a chain alone owns no LLM call: no interaction)
+                or context is None or context.trace_id in self.buffer.traces):
+            return False
+        root = Candidate(span, attrs, kind)
+        if self.selector.filters_agents and not self.selector.keeps(
+                {root.agent} if root.agent else set(), span.name):
+            self.forward(span)
+            self._say_filter()
+            return True
+        chosen, decisions = self._choose(span)
+        _, session_slots = self._session_of((attrs,), span)
+        self.counts.select(self.names, decisions, dropped=[slot.name for slot in chosen])
+        if not chosen:
+            self.forward(span)
+        elif self.enriched is not None:  # held, then let go: as a dropped job's span
+            self.enriched.hold(span, len(chosen))
+            self.enriched.release(context.span_id)
+        if chosen or session_slots:
+            self._say_full()
+        if self.mark is not None:
+            for slot in chosen:
+                if self.mark.due(slot.name, Decision.DROPPED):
+                    self._mark_dropped(Job(span, chosen, attrs, agent=root.agent), slot.name)
+        return True
 
     def _decide_agent(self, span: ReadableSpan, attrs: Mapping[str, Any] | None
                       ) -> Sequence[Job]:
@@ -191,7 +212,10 @@ class Decider:
         if pending is None:
             self._note_unjudged(context.trace_id, span.name)
             return ()
-        return self.jobs_of(pending)
+        jobs = self.jobs_of(pending)
+        if not jobs and span.parent is None:  # the whole trace ended and nobody reads it (all
+            self.buffer.discard(context.trace_id)  # sampled out): it goes now, not in minutes
+        return jobs
 
     def resolve_all(self, idle_since: float | None = None) -> list[Job]:
         """Decide every trace still waiting (flush, exit; ``idle_since``: only idle ones)."""
@@ -211,12 +235,16 @@ class Decider:
             self.forward(candidate.span)
         if not interactions:
             self._note_unjudged(pending.trace_id, pending.candidates[0].span.name)
+        return self._jobs(interactions, lost)
+
+    def _jobs(self, interactions: Sequence[Interaction], lost: str | None = None) -> list[Job]:
         jobs: list[Job] = []
         for interaction in interactions:
             for candidate in interaction.inner:
                 self.forward(candidate.span)
             root = interaction.root
-            if not self.selector.keeps(interaction.agents, root.span.name):
+            if self.selector.filters_agents and not self.selector.keeps(
+                    interaction.agents, root.span.name):
                 self.forward(root.span)
                 self._say_filter()
                 continue
@@ -250,6 +278,12 @@ class Decider:
 
     def _sample(self, span: ReadableSpan) -> tuple[Slot, ...]:
         """The scorers that will judge a selected span; the others' decisions are counted."""
+        chosen, decisions = self._choose(span)
+        self.counts.select(self.names, decisions)
+        return chosen
+
+    def _choose(self, span: ReadableSpan) -> tuple[tuple[Slot, ...], list[tuple[str, str]]]:
+        """The scorers that will judge a selected span, and the others' decisions."""
         self.unselected.selected = True
         chosen: list[Slot] = []
         decisions: list[tuple[str, str]] = []
@@ -261,8 +295,7 @@ class Decider:
                 decisions.append((slot.name, Decision.RATE_LIMITED))
             else:
                 chosen.append(slot)
-        self.counts.select(self.names, decisions)
-        return tuple(chosen)
+        return tuple(chosen), decisions
 
     def forward(self, span: ReadableSpan) -> None:
         """Pass a span that is not waiting for scores on to enriched export, if enabled."""

@@ -63,7 +63,8 @@ class Flow:
                                mark=parts.evaluation.emission.emitter)
         self.worker: Worker[AnyJob] = Worker(
             self._handle, queue_size=queue_size, concurrency=concurrency,
-            periodic=self._periodic, admit=self.decider.decide, rejected=self.decider.dropped)
+            periodic=self._periodic, admit=self.decider.decide, rejected=self.decider.dropped,
+            shed=self._shed)
         parts.evaluation.defer = self._defer
         if any(slot.sampler.budget is not None and slot.sampler.budget.max_cost is not None
                for slot in parts.slots):  # warn about judges litellm cannot price
@@ -97,13 +98,14 @@ class Flow:
         if self._stopped():
             self.decider.forward(span)
             return
-        if attrs is not None and self.worker.full:  # its jobs are dropped: a lone run is
-            jobs = self.decider.shed(span, attrs)  # decided without being buffered
-            if jobs is not None:
-                for job in jobs:
-                    self.decider.dropped(job)
-                return
+        if attrs is not None and self.worker.full and self.decider.shed(span, attrs):
+            return  # its jobs are dropped: a lone run is decided without being buffered
         self.submit(self.decider.decide((span, attrs)))
+
+    def _shed(self, item: Any) -> bool:
+        """The pump's decision of an offered span when the queue is full: shed as on the
+        application's thread (the pump takes less of the GIL from an overloaded application)."""
+        return isinstance(item, tuple) and item[1] is not None and self.decider.shed(*item)
 
     def submit(self, jobs: Sequence[AnyJob]) -> None:
         for job in jobs:

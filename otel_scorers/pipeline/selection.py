@@ -160,6 +160,12 @@ class Selector:
             return None
         return chosen
 
+    @property
+    def filters_agents(self) -> bool:
+        """Whether an ``agents`` filter is set (else :meth:`keeps` keeps every interaction,
+        and its agents need not be named)."""
+        return bool(self._agents)
+
     def keeps(self, agents: set[str], span_name: str = "") -> bool:
         """Whether an interaction whose agents are ``agents`` (its root span named
         ``span_name``) passes the ``agents`` filter; what it turns away is noted for

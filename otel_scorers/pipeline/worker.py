@@ -47,9 +47,13 @@ class Worker(Generic[T]):
                  concurrency: int, periodic: Callable[[], None] | None = None,
                  period_s: float = 0.25,
                  admit: Callable[[Any], Sequence[T]] | None = None,
-                 rejected: Callable[[T], None] | None = None) -> None:
+                 rejected: Callable[[T], None] | None = None,
+                 shed: Callable[[Any], bool] | None = None) -> None:
         self._handle = handle
         self._admit = admit
+        #: decides an offered item whose jobs the full queue would reject, rejecting them
+        #: itself (``True``), more cheaply than ``admit`` then ``rejected`` would
+        self._shed = shed
         self._rejected = rejected
         self._max = queue_size
         self._wake_at = max(1, queue_size // 4)
@@ -129,12 +133,14 @@ class Worker(Generic[T]):
         """Admit what was offered, in order (the pump's thread; at stop, the stopping one);
         a job past the queue's bound is ``rejected`` unless not ``bounded``."""
         self._drained_at = time.monotonic()
-        intake, admit = self._intake, self._admit
+        intake, admit, shed = self._intake, self._admit, self._shed
         while intake:
             try:
                 item = intake.popleft()
             except IndexError:  # taken by a concurrent stop
                 return
+            if bounded and shed is not None and len(self._queue) >= self._max and shed(item):
+                continue
             for job in (admit(item) if admit is not None else (item,)):
                 if bounded and len(self._queue) >= self._max:
                     if self._rejected is not None:

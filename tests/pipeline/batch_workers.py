@@ -8,7 +8,7 @@ JUDGE_URL STOP_FILE``.
 
 Each process prints every evaluation span it exports (``{"trace_id", "pid", "label"}``) and,
 once ``STOP_FILE`` exists (or after two minutes), ``{"pid", "leading": ...}`` from its
-``health()``, then shuts down."""
+``health()``, then shuts down once ``STOP_FILE.exit`` exists too."""
 
 from __future__ import annotations
 
@@ -55,6 +55,9 @@ def work(processor: ScoringSpanProcessor, provider: TracerProvider, runs: int,
     while not stop.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     say({"pid": os.getpid(), "leading": processor.health()["batch"].get("leading")})
+    leave = stop.with_name(stop.name + ".exit")  # (so no process ends, letting another lead,
+    while not leave.exists() and time.monotonic() < deadline:  # before all have said it)
+        time.sleep(0.1)
     processor.shutdown()
 
 

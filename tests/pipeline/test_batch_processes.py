@@ -40,6 +40,11 @@ class Lines:
         for line in process.stdout:
             self.lines.append(json.loads(line))
 
+    def ended(self, timeout_s: float = 60) -> None:
+        """Wait until every process writing the pipes (forked children too) has closed it."""
+        for thread in self._threads:
+            thread.join(timeout_s)
+
     def having(self, key: str) -> list[dict[str, Any]]:
         return [line for line in list(self.lines) if key in line]
 
@@ -90,9 +95,12 @@ def test_forked_workers_take_over_when_the_leading_process_dies(
         out.wait(lambda: len(out.having("trace_id")) >= 4, "a worker took over and emitted")
         time.sleep(1)  # a second emission, if any, would come within a few rounds
         stop.touch()
-        out.wait(lambda: len(out.having("leading")) == 2, "the workers stopped")
+        out.wait(lambda: len(out.having("leading")) == 2, "the workers said who leads")
+        stop.with_name("stop.exit").touch()
+        out.ended()
     finally:
         stop.touch()
+        stop.with_name("stop.exit").touch()
         parent.kill()
     results = out.having("trace_id")
     assert sorted(r["trace_id"] for r in results) == runs  # each once
@@ -119,11 +127,13 @@ def test_processes_with_their_own_lane_submit_each_request_once(
         out.wait(lambda: len(out.having("trace_id")) >= 9, "every result emitted")
         time.sleep(1)
         stop.touch()
+        stop.with_name("stop.exit").touch()
         for process in processes:
             process.wait(60)
         out.wait(lambda: len(out.having("leading")) == 3, "the processes said who led")
     finally:
         stop.touch()
+        stop.with_name("stop.exit").touch()
         for process in processes:
             process.kill()
     results = out.having("trace_id")

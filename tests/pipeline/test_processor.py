@@ -642,3 +642,64 @@ def test_a_run_without_rubric_is_never_a_score_even_when_repeated(
     assert telemetry.metric_value("otel_scorers.evaluations") is None
     assert telemetry.metric_value("otel_scorers.evaluation.score") is None
     assert judge_server.requests == []
+
+
+@pytest.mark.parametrize("config", ["plain", "sampled", "agents", "sessions", "enriched"])
+def test_a_run_shed_under_a_full_queue_counts_as_its_dropped_jobs(
+        config: str, telemetry: Telemetry, judge: JudgeClient,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 35.13: the lean path of an overloaded application thread (``Decider.shed``: a
+    run that is its whole trace, decided without the trace buffer, a resolution or a job)
+    decides exactly as buffering the run, resolving its trace and dropping its jobs does: the
+    same decisions and reasons counted, the same spans let go, the same markers and log lines,
+    nothing left buffered."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel_scorers import MultiTurnScorer, PromptAlignmentScorer
+    from otel_scorers.pipeline import ScoringSpanProcessor, SessionPolicy
+
+    scorers: list[Any] = [RubricScorer(judge, "- x"), PromptAlignmentScorer(judge)]
+    kwargs: dict[str, Any] = {}
+    if config == "sampled":
+        kwargs["sampling"] = Sampling(ratio=0.5)
+    elif config == "agents":
+        kwargs["selection"] = Selection(agents=["billing-bot"])
+    elif config == "sessions":
+        scorers.append(MultiTurnScorer(judge))
+        kwargs["sessions"] = SessionPolicy(idle_s=3600)
+    spans = [end_agent_span(telemetry, prompt=f"question {index}",
+                            agent="support-bot" if index % 3 else "billing-bot",
+                            **{"gen_ai.conversation.id": f"c{index % 4}"})
+             for index in range(30)]
+    outcomes = []
+    for lean in (False, True):
+        caplog.clear()
+        provider, out = TracerProvider(), InMemorySpanExporter()
+        provider.add_span_processor(SimpleSpanProcessor(out))
+        enriched = InMemorySpanExporter() if config == "enriched" else None
+        processor = ScoringSpanProcessor(scorers, tracer_provider=provider,
+                                         meter_provider=telemetry.meter_provider,
+                                         exporter=enriched, **kwargs)
+        decider = processor._flow.decider
+        for span in spans:
+            if lean:
+                assert decider.shed(span, dict(span.attributes or {}))
+            else:
+                for job in decider.decide((span, dict(span.attributes or {}))):
+                    decider.dropped(job)
+        outcomes.append({
+            "counts": processor.counts.snapshot(),
+            "buffered": len(processor._buffer.traces),
+            "let go": sorted(s.name + str(s.context.span_id) for s in
+                             (enriched.get_finished_spans() if enriched else ())),
+            "marks": sorted(str(sorted((s.attributes or {}).items()))
+                            for s in out.get_finished_spans()),
+            "said": sorted(r.getMessage() for r in caplog.records)})
+        processor.shutdown()
+    assert outcomes[0] == outcomes[1]
+    dropped = sum(v for k, v in outcomes[1]["counts"].items() if k.decision == Decision.DROPPED)
+    assert dropped > 0, outcomes[1]
+    assert len(outcomes[1]["marks"]) == 2  # an unjudged marker per scorer (one per minute)
+    assert outcomes[1]["buffered"] == 0  # (sampled out or turned away: no trace held either)
