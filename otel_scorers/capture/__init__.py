@@ -246,10 +246,10 @@ def choose(own: Found, calls: Sequence[tuple[Piece, Found]]) -> tuple[Found, str
         sources.append(f"trace:{first.source}")
     elif own.has_turns:
         out.inputs = own.inputs
-    systems = [f for f in (own, last, first, *(c[1] for c in calls)) if f is not None
-               and f.has_system]
-    if systems:
-        out.systems = systems[0].systems
+    system = next((f for f in (own, last, first, *(c[1] for c in calls)) if f is not None
+                   and f.has_system), None)
+    if system is not None:
+        out.systems = system.systems
     if own.has_output and (last is None or own.output_quality >= last.output_quality):
         out.outputs, out.output_quality = own.outputs, own.output_quality
         sources.append(own.source)

@@ -128,12 +128,11 @@ class JudgeClient:
         service_tier: Literal["standard", "flex"] = "standard",
         flex_fallback: Literal["standard", "wait"] = "standard",
     ) -> None:
-        _check(structured_output, temperature, timeout_s=timeout_s,
-               total_timeout_s=total_timeout_s, max_tokens=max_tokens,
-               max_field_chars=max_field_chars)
-        #: an environment that could not be read (:meth:`from_environment`): raised by the
-        #: first judgement, never at the application's start
+        _check(structured_output, temperature, timeout_s=timeout_s, total_timeout_s=total_timeout_s,
+               max_tokens=max_tokens, max_field_chars=max_field_chars)
+        #: an unreadable environment (:meth:`from_environment`), raised by the first judgement
         self._env_error: EnvConfigError | None = None
+        self._fingerprint: tuple[tuple[Any, ...], str] | None = None
         self.model = model or DEFAULT_LOCAL_MODEL
         self.api_base = api_base or None
         self._api_key = api_key or None
@@ -200,11 +199,17 @@ class JudgeClient:
 
     @property
     def fingerprint(self) -> str:
-        """Identifies everything about this client that can change a judgement (cache keys)."""
-        parts = [self.model, self.api_base or "", str(self.temperature), str(self.max_tokens),
-                 self.structured_output, str(self.max_field_chars), repr(self.redactor),
-                 json.dumps(self.extra_params, sort_keys=True, default=str)]
-        return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
+        """Identifies everything about this client that can change a judgement (cache keys;
+        read once per result, hashed once per configuration)."""
+        key = (self.model, self.api_base or "", self.temperature, self.max_tokens,
+               self.structured_output, self.max_field_chars, id(self.redactor),
+               repr(self.extra_params))
+        if self._fingerprint is None or self._fingerprint[0] != key:
+            parts = [*map(str, key[:6]), repr(self.redactor),
+                     json.dumps(self.extra_params, sort_keys=True, default=str)]
+            digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
+            self._fingerprint = (key, digest)
+        return self._fingerprint[1]
 
     def scrubbed(self, error: JudgeError) -> JudgeError:
         """``error`` with its message cleaned of secrets: the configured API key and any

@@ -73,6 +73,7 @@ class DirectTransport:
             self._headers["Authorization"] = f"Bearer {key}"
         self._proxy_url = env_proxy(self.url)
         self._proxy: tuple[Any, Any] | None = None  # (URL, BasicAuth | None), on first call
+        self._target: Any = None  # self.url as a yarl.URL, on first call
 
     def __repr__(self) -> str:
         return f"DirectTransport({self.model!r}, {self.url!r})"
@@ -90,12 +91,15 @@ class DirectTransport:
         if request.service_tier is not None:
             body["service_tier"] = request.service_tier
         session = _session()
-        timeout = aiohttp.ClientTimeout(total=request.timeout_s)
+        timeout = _timeout(request.timeout_s)
         if self._proxy is None and self._proxy_url is not None:
             self._proxy = split_proxy(self._proxy_url)
         proxy, proxy_auth = self._proxy or (None, None)
+        if self._target is None:  # parsed once (aiohttp parses a string URL on every call)
+            import yarl
+            self._target = yarl.URL(self.url)
         try:
-            async with session.post(self.url, data=json.dumps(body).encode(),
+            async with session.post(self._target, data=json.dumps(body).encode(),
                                     headers=self._headers, timeout=timeout,
                                     allow_redirects=False, proxy=proxy,
                                     proxy_auth=proxy_auth) as response:
@@ -207,6 +211,14 @@ def model_entry(model: str) -> dict[str, Any] | None:
     if not all(isinstance(p, int | float) for p in prices):
         return None
     return entry
+
+
+@functools.lru_cache(maxsize=64)
+def _timeout(total_s: float | None) -> Any:
+    """An aiohttp timeout of ``total_s`` (immutable: one per value, not one per call)."""
+    import aiohttp
+
+    return aiohttp.ClientTimeout(total=total_s)
 
 
 def _session() -> Any:

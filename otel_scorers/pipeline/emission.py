@@ -95,7 +95,7 @@ class Emission:
                 turns: int | None = None) -> dict[str, Any]:
         """Count ``result``'s decision and send it out (``judged``: it cost a judge call now,
         else it was reused); ``extra`` and ``turns``: a session evaluation's attributes and
-        size. Returns its attributes for enriched export."""
+        size. Returns its attributes for enriched export (none when the span is not held)."""
         # which evaluator produced it, on every result that goes out (provenance)
         result = result.model_copy(update={"evaluator": evaluator_of(slot.scorer, captured.run)})
         if judged:
@@ -120,6 +120,8 @@ class Emission:
                 self._send(slot, subject, captured, result, start_ns, extra, turns)
             except Exception:
                 self.log_once("emit", "otel-scorers could not emit an evaluation result")
+        if self.enriched is None or not subject.held:
+            return {}
         return result_attributes(result, f"{n.PREFIX}{slot.name}.", self.policy)
 
     def _send(self, slot: Slot, subject: Subject, captured: Captured, result: ScoreResult,

@@ -11,6 +11,7 @@ calls, tokens and spend, failures by kind, the last error with its time.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import Counter, deque
@@ -83,9 +84,13 @@ def mode_of(judge: Any) -> str | None:
 
 def judge_endpoint(judge: Any) -> str:
     """The judge as it may be printed: its model and its endpoint without credentials."""
-    model = str(getattr(judge, "model", "?"))
     base = getattr(judge, "api_base", None)
-    return f"{model} at {shown_url(str(base))}" if base else model
+    return _endpoint(str(getattr(judge, "model", "?")), str(base) if base else None)
+
+
+@functools.lru_cache(maxsize=256)
+def _endpoint(model: str, base: str | None) -> str:  # (read once per result)
+    return f"{model} at {shown_url(base)}" if base else model
 
 
 @dataclass
