@@ -118,6 +118,15 @@ class Decider:
         that is its whole trace (a local root, nothing of its trace buffered, not a chain) needs
         no trace buffer, no resolving and no job, and this runs on an overloaded application
         thread. ``False``: any other span; decide it as usual."""
+        try:
+            return self._shed(span, attrs)
+        except Exception:  # as in decide: said once, the span passed on unscored
+            self.log_once("on_end", "otel-scorers could not process a span; it was passed on "
+                                    "unscored")
+            self.forward(span)
+            return True
+
+    def _shed(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> bool:
         if self.per_agent or not is_local_root(span) or is_own(span):
             return False
         kind = (self.selector.kind_of(span, attrs)

@@ -703,3 +703,30 @@ def test_a_run_shed_under_a_full_queue_counts_as_its_dropped_jobs(
     assert dropped > 0, outcomes[1]
     assert len(outcomes[1]["marks"]) == 2  # an unjudged marker per scorer (one per minute)
     assert outcomes[1]["buffered"] == 0  # (sampled out or turned away: no trace held either)
+
+
+def test_a_failure_while_shedding_passes_the_span_on(
+        telemetry: Telemetry, judge: JudgeClient, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lean path runs on the application thread and in the pump: a failure there is what
+    it is in ``decide`` (the span passed on unscored, said once), never an exception out of
+    ``on_end`` or a dead pump."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel_scorers.pipeline import ScoringSpanProcessor
+
+    enriched = InMemorySpanExporter()
+    processor = ScoringSpanProcessor([RubricScorer(judge, "- x")],
+                                     tracer_provider=telemetry.tracer_provider,
+                                     meter_provider=telemetry.meter_provider, exporter=enriched)
+    decider = processor._flow.decider
+
+    def broken(span: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(decider, "_choose", broken)
+    span = end_agent_span(telemetry)
+    assert decider.shed(span, dict(span.attributes or {}))
+    assert "could not process a span" in caplog.text
+    processor.shutdown()  # (enriched export batches: what was passed on is out now)
+    assert [s.name for s in enriched.get_finished_spans()] == [span.name]
