@@ -202,8 +202,8 @@ class JudgeClient:
         """Identifies everything about this client that can change a judgement (cache keys;
         read once per result, hashed once per configuration)."""
         key = (self.model, self.api_base or "", self.temperature, self.max_tokens,
-               self.structured_output, self.max_field_chars, id(self.redactor),
-               repr(self.extra_params))
+               self.structured_output, self.max_field_chars, self.redactor,  # (held: no id
+               repr(self.extra_params))  # of a freed redactor ever matches a new one)
         if self._fingerprint is None or self._fingerprint[0] != key:
             parts = [*map(str, key[:6]), repr(self.redactor),
                      json.dumps(self.extra_params, sort_keys=True, default=str)]

@@ -135,9 +135,8 @@ class Decider:
         if (kind is None or kind == CHAIN  # (a chain alone owns no LLM call: no interaction)
                 or context is None or context.trace_id in self.buffer.traces):
             return False
-        root = Candidate(span, attrs, kind)
-        if self.selector.filters_agents and not self.selector.keeps(
-                {root.agent} if root.agent else set(), span.name):
+        run = Interaction(Candidate(span, attrs, kind))
+        if self.selector.filters_agents and not self.selector.keeps(run.agents, span.name):
             self.forward(span)
             self._say_filter()
             return True
@@ -154,7 +153,7 @@ class Decider:
         if self.mark is not None:
             for slot in chosen:
                 if self.mark.due(slot.name, Decision.DROPPED):
-                    self._mark_dropped(Job(span, chosen, attrs, agent=root.agent), slot.name)
+                    self._mark_dropped(span, attrs, run.agent, slot.name)
         return True
 
     def _decide_agent(self, span: ReadableSpan, attrs: Mapping[str, Any] | None
@@ -323,21 +322,22 @@ class Decider:
         for slot in job.slots:
             self.counts.add(slot.name, Decision.DROPPED, Reason.QUEUE_FULL)
             if self.mark is not None and self.mark.due(slot.name, Decision.DROPPED):
-                self._mark_dropped(job, slot.name)
+                self._mark_dropped(job.span, job.attributes, job.agent, slot.name)
         context = job.span.context
         if self.enriched is not None and context is not None:
             self.enriched.release(context.span_id)
         if job.span.parent is None and context is not None:  # as an evaluated root's: what
             self.buffer.discard(context.trace_id)  # its trace held goes now, not in minutes
 
-    def _mark_dropped(self, job: Job, scorer: str) -> None:
+    def _mark_dropped(self, span: ReadableSpan, attrs: Mapping[str, Any] | None,
+                      agent: str | None, scorer: str) -> None:
         """An example of the runs the full queue dropped, for the alert's link."""
-        subject = Subject.of(job.span)
+        subject = Subject.of(span)
         if subject is None or self.mark is None:
             return
-        named = (job.attributes or job.span.attributes or {}).get(GEN_AI_AGENT_NAME)
+        named = (attrs or span.attributes or {}).get(GEN_AI_AGENT_NAME)
         self.mark.unjudged(subject, scorer, Decision.DROPPED, Reason.QUEUE_FULL,
-                           agent=job.agent or (named if isinstance(named, str) else None))
+                           agent=agent or (named if isinstance(named, str) else None))
 
     def _say_full(self) -> None:
         self.log_once("queue_full", "otel-scorers queue is full: runs are dropped unscored "
