@@ -47,9 +47,6 @@ __all__ = ["ScorerSpec", "ScoringSpanProcessor"]
 
 logger = logging.getLogger(__name__)
 
-#: ``on_end``'s mark for a span passed straight on (neither a possible run nor a link)
-_PASS: Mapping[str, Any] = {}
-
 
 class ScoringSpanProcessor(SpanProcessor):
     """Scores selected spans in the background and emits the results as OTel telemetry:
@@ -92,6 +89,7 @@ class ScoringSpanProcessor(SpanProcessor):
                           concurrency=settings.concurrency, log_wait_s=settings.log_wait_s,
                           log_once=self._log_once, stopped=lambda: self._shutdown)
         self._worker, self._forward = self._flow.worker, self._flow.decider.forward
+        self._offer = self._worker.offer
         self._watched = parts.selector.watched
         if problems:  # scoring off: every span goes on (to enriched export, if any)
             logger.error("otel-scorers: scoring is disabled: %s", "; ".join(problems))
@@ -163,28 +161,22 @@ class ScoringSpanProcessor(SpanProcessor):
                 attrs = span._attributes._dict  # type: ignore[union-attr]
             except AttributeError:
                 attrs = attribute_dict(span)
-            watched = self._watched
-            if watched is None or not watched.isdisjoint(attrs):  # a candidate, a piece, or
-                link: Mapping[str, Any] | None = attrs  # a pattern's pick: the worker decides
-            elif self._worker.intake or self._buffer.traces:  # something agent-related is in
-                context = span.context  # flight: a parent link, or the root deciding a trace
-                if context is None or (not self._worker.intake
-                                       and context.trace_id not in self._buffer.traces):
-                    link = _PASS
-                else:
-                    link = None
-            else:
-                link = _PASS
-            if link is not _PASS:
-                if self._stripper is not None:  # only stripping cannot wait for the worker
-                    self._stripper.strip_if_content(span, attrs)  # attrs stays whole
-                if not self._worker.offer((span, link)):
-                    self._flow.decide_now(span, link)
+            if not self._watched.isdisjoint(attrs):  # a candidate, a piece, or a pattern's
+                link: Mapping[str, Any] | None = attrs  # pick: the worker decides
+            elif ((self._worker.intake or self._buffer.traces)  # something agent-related is
+                  and (context := span.context) is not None  # in flight: this span may be a
+                  and (self._worker.intake or context.trace_id in self._buffer.traces)):
+                link = None  # parent link, or the root that decides a trace
+            else:  # neither: passed straight on
+                if self._stripper is not None:
+                    self._stripper.strip_if_content(span, attrs)
+                if self._enriched is not None:
+                    self._enriched.forward(span)
                 return
-            if self._stripper is not None:
-                self._stripper.strip_if_content(span, attrs)
-            if self._enriched is not None:
-                self._enriched.forward(span)
+            if self._stripper is not None:  # only stripping cannot wait for the worker
+                self._stripper.strip_if_content(span, attrs)  # attrs stays whole
+            if not self._offer((span, link)):
+                self._flow.decide_now(span, link)
         except Exception:
             self._log_once("on_end", "otel-scorers could not process a span; it was passed on "
                                      "unscored")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +29,7 @@ from otel_scorers.capture.kinds import AGENT, CHAIN, KIND_KEYS, LLM, span_kind
 from otel_scorers.capture.trace import CONTENT_KEY_SET
 from otel_scorers.errors import ConfigError
 
-__all__ = ["Selection", "Selector", "is_llm_call", "is_own"]
+__all__ = ["ANY_KEY", "AnyKey", "Selection", "Selector", "is_llm_call", "is_own"]
 
 _LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _CONVENTION_KEYS = ("gen_ai.operation.name", "openinference.span.kind", "traceloop.span.kind",
@@ -52,6 +52,20 @@ class Selection:
 
 def _anything(_attrs: Mapping[str, Any], _kind: str | None) -> bool:
     return True
+
+
+class AnyKey:
+    """:attr:`Selector.watched` where any span may be a run (a name pattern, a predicate):
+    shares a key with every span, so ``on_end`` asks the same one question either way."""
+
+    def isdisjoint(self, _keys: Iterable[str]) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "ANY_KEY"
+
+
+ANY_KEY = AnyKey()
 
 
 def is_own(span: ReadableSpan) -> bool:
@@ -129,10 +143,10 @@ class Selector:
         else:
             self.could_match = lambda attrs, _kind: not keys.isdisjoint(attrs)
         #: ``on_end``'s first test: a span with none of these keys is neither a possible run
-        #: nor a piece of one (``None``: any span may be a run, by name pattern or
+        #: nor a piece of one (:data:`ANY_KEY`: any span may be a run, by name pattern or
         #: predicate); tests/pipeline/test_shortcuts.py proves it a necessary condition
-        self.watched: frozenset[str] | None = (
-            None if self.could_match_keys is None
+        self.watched: frozenset[str] | AnyKey = (
+            ANY_KEY if self.could_match_keys is None
             else self.could_match_keys | CONTENT_KEY_SET | KIND_KEYS)
 
     def kind_of(self, span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> str | None:

@@ -2,12 +2,14 @@
 
 Two ways in. ``offer`` is the hot path, shaped like the SDK's ``BatchSpanProcessor.on_end``: a
 length check and a deque append into the *intake*. It wakes the pump (a thread-safe call, a
-few microseconds) only when the pump sleeps with free slots and last looked at the intake at
-least ``IDLE_WAKE_S`` (20 ms) ago, or when the intake is a quarter full: a busy pump looks at
-the intake whenever an evaluation finishes, and every ``period_s`` anyway. (Without the idle
-wake-up, a pipeline at rest started its next runs up to ``period_s`` late, all together, which
-kept them in lockstep; without the 20 ms, runs sampled out one by one at a high rate would
-make every ``on_end`` wake the loop.) The pump turns each intake item into jobs (often
+few microseconds) only when the pump sleeps with free slots and the intake was empty, or when
+the intake is a quarter full: a busy pump looks at the intake whenever an evaluation finishes,
+and every ``period_s`` anyway. An idle pump woken less than ``IDLE_WAKE_S`` (20 ms) after it
+last looked at the intake waits out the rest before it looks again, so the offers that reach
+it meanwhile wake nothing, and ``offer`` never reads the clock. (Without the idle wake-up, a
+pipeline at rest started its next runs up to ``period_s`` late, all together, which kept them
+in lockstep; without the 20 ms, runs sampled out one by one at a high rate would make every
+``on_end`` wake the loop.) The pump turns each intake item into jobs (often
 none) with ``admit``, in the order offered. ``submit`` queues a job directly, waking an idle pump.
 Judge calls are I/O-bound, so ``concurrency`` coroutines on one event loop reach C / L
 evaluations per second without a thread per call. The pump runs on the same loop as the judge
@@ -70,8 +72,14 @@ class Worker(Generic[T]):
         self._intake = self.intake
         self._drained_at = 0.0
         self._inflight = 0
-        self._sleeping = False
+        #: the pump waits for a producer to wake it (and, before it started, needs starting)
+        self._sleeping = True
+        #: a wake-up the pump must not pace (see _paced)
+        self._hurry = False
         self._stopping = False
+        #: how many items the intake takes: the queue's bound, 0 once stopping (one test
+        #: on the hot path for both)
+        self._intake_max = self._max
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._pump: Future[None] | None = None
@@ -119,14 +127,13 @@ class Worker(Generic[T]):
         stopped (the caller decides the item itself)."""
         intake = self._intake
         n = len(intake)
-        if n >= self._max or self._stopping:
+        if n >= self._intake_max:  # full, or stopping
             return False
         intake.append(item)
-        if self._pump is None:
-            self._start()
-        elif n == self._wake_at or (
-                self._sleeping and time.monotonic() - self._drained_at >= self.IDLE_WAKE_S):
+        if n == self._wake_at:
             self._wakeup()
+        elif n == 0 and self._sleeping:  # no clock read here: the pump paces these wake-ups
+            self._wakeup(hurry=False)  # itself (see _paced); the first one starts it
         return True
 
     def _take_intake(self, *, bounded: bool = True) -> None:
@@ -148,8 +155,16 @@ class Worker(Generic[T]):
                 else:
                     self._queue.append(job)
 
-    def _wakeup(self) -> None:
+    def _wakeup(self, *, hurry: bool = True) -> None:
+        """Wake the pump (start it, the first time); ``hurry``: it does not pace itself
+        first (a flush, a stop, a job queued, a quarter-full intake)."""
+        if hurry:
+            self._hurry = True
         self._sleeping = False
+        if self._pump is None:
+            if not self._stopping:
+                self._start()
+            return
         loop, wake = self._loop, self._wake
         if loop is not None and wake is not None:
             with contextlib.suppress(RuntimeError):  # loop closed during interpreter exit
@@ -173,6 +188,7 @@ class Worker(Generic[T]):
         try:
             while True:
                 if self._intake:
+                    self._hurry = False
                     self._take_intake()
                 while self._queue and self._inflight < self._concurrency:
                     item = self._queue.popleft()
@@ -188,12 +204,13 @@ class Worker(Generic[T]):
                     # Idle: producers wake us. (At full concurrency only a finishing evaluation
                     # does, so a busy pump never ping-pongs with the application's threads.)
                     self._sleeping = True
-                    if self._queue:
+                    if self._queue or self._intake:  # offered before we slept: no wake-up
                         self._sleeping = False
                         continue
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=self._period_s)
                 self._sleeping = False
+                await self._paced()
                 now = time.monotonic()
                 if self._periodic is not None and now - last_periodic >= self._period_s:
                     last_periodic = now
@@ -201,6 +218,28 @@ class Worker(Generic[T]):
         finally:
             with self._idle:
                 self._idle.notify_all()
+
+    async def _paced(self) -> None:
+        """Woken by an offer into an empty intake less than ``IDLE_WAKE_S`` after the last
+        look at it: wait out the rest first, so that runs offered one by one at a high rate
+        wake the loop at most once per ``IDLE_WAKE_S``, whatever their rate. Not when jobs
+        wait, the intake is a quarter full or the worker stops; a hurried wake-up meanwhile
+        (a flush, a stop, the intake reaching a quarter) ends the wait. ``_hurry`` is set
+        before the event, and read here after the event is cleared, so none is missed."""
+        wake = self._wake
+        if (wake is None or not self._intake or self._queue or self._stopping
+                or len(self._intake) >= self._wake_at):
+            return
+        deadline = self._drained_at + self.IDLE_WAKE_S
+        while not self._hurry:
+            pause = deadline - time.monotonic()
+            if pause <= 0:
+                return
+            wake.clear()
+            if self._hurry:
+                return
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(wake.wait(), timeout=pause)
 
     def _run_periodic(self) -> None:
         try:
@@ -243,6 +282,7 @@ class Worker(Generic[T]):
     def stop(self, timeout_s: float) -> list[T]:
         """Drain within ``timeout_s``, then cancel what is left; returns the unstarted items."""
         self._stopping = True
+        self._intake_max = 0
         pump = self._pump
         if pump is None:
             return self._abandon()
