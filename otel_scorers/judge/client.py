@@ -27,7 +27,7 @@ from typing import Any, Generic, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
-from otel_scorers.background_loop import on_loop
+from otel_scorers.background_loop import on_loop, within
 from otel_scorers.config.environment import judge_environment
 from otel_scorers.errors import (
     ConfigError,
@@ -353,8 +353,8 @@ class JudgeClient:
                 raise JudgeTimeoutError(f"judge deadline of {self.total_timeout_s:g}s spent")
             meter.calls += 1
             try:
-                answer = await asyncio.wait_for(self.transport.complete(chat),
-                                                timeout=min(self.timeout_s + 5.0, remaining))
+                answer = await within(self.transport.complete(chat),
+                                      min(self.timeout_s + 5.0, remaining))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from otel_scorers.background_loop import within
 from otel_scorers.errors import JudgeTimeoutError
 from otel_scorers.pipeline.isolated import IsolatedScorers
 from otel_scorers.pipeline.slots import Slot
@@ -75,7 +76,7 @@ class Asker:
 
     async def _bounded(self, group: Sequence[Slot], run: ScorerRun) -> Results:
         try:
-            return await asyncio.wait_for(self._call(group, run), timeout=self.timeout_s)
+            return await within(self._call(group, run), self.timeout_s)
         except asyncio.TimeoutError:
             error = JudgeTimeoutError(
                 f"evaluation exceeded evaluation_timeout_s={self.timeout_s:g}")

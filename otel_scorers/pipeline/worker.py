@@ -208,7 +208,7 @@ class Worker(Generic[T]):
                         self._sleeping = False
                         continue
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=self._period_s)
+                    await background_loop.within(self._wake.wait(), self._period_s)
                 self._sleeping = False
                 await self._paced()
                 now = time.monotonic()
@@ -239,7 +239,7 @@ class Worker(Generic[T]):
             if self._hurry:
                 return
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(wake.wait(), timeout=pause)
+                await background_loop.within(wake.wait(), pause)
 
     def _run_periodic(self) -> None:
         try:

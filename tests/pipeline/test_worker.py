@@ -100,3 +100,35 @@ def test_a_stopped_worker_takes_no_offer() -> None:
     recorder.worker.stop(5)
     assert not recorder.worker.offer("after")
     assert recorder.admitted == ["before"]
+
+
+def test_within_answers_in_time_and_cancels_what_runs_late() -> None:
+    """``background_loop.within``: the awaited value in time; past the timeout a
+    ``TimeoutError``, and the awaited coroutine is cancelled (it does not run on)."""
+    import asyncio
+
+    from otel_scorers.background_loop import run_sync, within
+
+    state: dict[str, bool] = {}
+
+    async def slow() -> str:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            state["cancelled"] = True
+            raise
+        return "late"
+
+    async def quick() -> str:
+        return "answer"
+
+    async def both() -> tuple[str, str]:
+        first = await within(quick(), 5.0)
+        try:
+            await within(slow(), 0.01)
+        except TimeoutError:
+            return first, "timed out"
+        return first, "no timeout"
+
+    assert run_sync(both()) == ("answer", "timed out")
+    assert state == {"cancelled": True}
