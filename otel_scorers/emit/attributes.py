@@ -103,7 +103,8 @@ def fit_attributes(attrs: dict[str, Any], limit: int | None) -> dict[str, Any]:
     the name, score, label or verdict: per-criterion details are what gives way, those of unmet
     criteria kept first, whole criteria at a time, and ``otel_scorers.criteria.omitted`` says
     how many criteria lost theirs. The essential attributes are put last either way, so that
-    even a tiny limit (the SDK drops the oldest) keeps them."""
+    even a tiny limit (the SDK drops the oldest) keeps them. ``attrs`` is reordered in place
+    (and returned, or a smaller copy when over the limit)."""
     criterion = n.PREFIX + n.ATTR_CRITERION + "."
     if limit is not None and len(attrs) > limit:
         groups: dict[str, list[str]] = {}
@@ -123,5 +124,7 @@ def fit_attributes(attrs: dict[str, Any], limit: int | None) -> dict[str, Any]:
                  if not key.startswith(criterion) or key in kept}
         if omitted:
             attrs[n.PREFIX + n.ATTR_CRITERIA_OMITTED] = omitted
-    essential = {key: attrs[key] for key in ESSENTIAL if key in attrs}
-    return {**{k: v for k, v in attrs.items() if k not in essential}, **essential}
+    for key in ESSENTIAL:  # moved to the end, in this order (the dict is the caller's own)
+        if key in attrs:
+            attrs[key] = attrs.pop(key)
+    return attrs
