@@ -19,9 +19,7 @@ with exemplar storage on; the Python Prometheus exporter writes no exemplars).
 
 from __future__ import annotations
 
-import os
 import threading
-import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -31,6 +29,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observa
 from opentelemetry.trace import NonRecordingSpan, SpanContext
 
 from otel_scorers import names as n
+from otel_scorers.emit.observed import by_reason, gauge, observe, tally, true_rates
 from otel_scorers.scorers.analysis import rendering
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.steps import Step
@@ -75,29 +74,28 @@ class ScorerMetrics:
             description="Prompt-alignment dimension scores (0..1)",
             explicit_bucket_boundaries_advisory=n.SCORE_BUCKETS)
         if decisions is not None:
-            _observe(meter, self, n.METRIC_DECISIONS, "counter", "{decision}",
-                     "Pipeline decisions per selected run and scorer", decisions)
+            observe(meter, self, n.METRIC_DECISIONS, "counter", "{decision}",
+                    "Pipeline decisions per selected run and scorer", decisions)
         self.judge_duration = meter.create_histogram(
             n.METRIC_JUDGE_DURATION, unit="s", description="Judge latency per evaluation",
             explicit_bucket_boundaries_advisory=n.JUDGE_DURATION_BUCKETS)
-        self.judge_tokens = meter.create_counter(
-            n.METRIC_JUDGE_TOKENS, unit="{token}", description="Tokens spent by the judge")
-        self.judge_cost = meter.create_counter(
-            n.METRIC_JUDGE_COST, unit="{USD}",
-            description="Judge cost in US dollars, from litellm's price table")
-        self.flex_refusals = meter.create_counter(
-            n.METRIC_JUDGE_FLEX_REFUSALS, unit="{call}",
-            description="Flex-tier judge calls refused for capacity, by the tier that answered")
+        # counters without exemplars, on every evaluation's path: tallies (emit/observed.py)
+        self.judge_tokens = tally(meter, n.METRIC_JUDGE_TOKENS, "{token}",
+                                  "Tokens spent by the judge")
+        self.judge_cost = tally(meter, n.METRIC_JUDGE_COST, "{USD}",
+                                "Judge cost in US dollars, from litellm's price table")
+        self.flex_refusals = tally(
+            meter, n.METRIC_JUDGE_FLEX_REFUSALS, "{call}",
+            "Flex-tier judge calls refused for capacity, by the tier that answered")
         self.unscored_exports = meter.create_counter(
             n.METRIC_UNSCORED_EXPORTS, unit="{span}",
             description="Held spans exported without their scores, by reason")
         if buffer_dropped is not None:
-            _observe(meter, self, n.METRIC_BUFFER_DROPPED, "counter", "{span}",
-                     "Content spans dropped from the trace-assembly buffer, by reason",
-                     _by_reason(buffer_dropped))
-        self.tool_calls = meter.create_counter(
-            n.METRIC_TOOL_CALLS, unit="{call}",
-            description="Tool calls in the evaluated runs, by agent, tool and outcome")
+            observe(meter, self, n.METRIC_BUFFER_DROPPED, "counter", "{span}",
+                    "Content spans dropped from the trace-assembly buffer, by reason",
+                    by_reason(buffer_dropped))
+        self.tool_calls = tally(meter, n.METRIC_TOOL_CALLS, "{call}",
+                                "Tool calls in the evaluated runs, by agent, tool and outcome")
         self.sink_results = meter.create_counter(
             n.METRIC_SINK_RESULTS, unit="{result}",
             description="Results written to, retried at or dropped before a result sink")
@@ -119,11 +117,11 @@ class ScorerMetrics:
             description="Sessions that made room for others (judged early, or forgotten)")
         if sessions is not None:
             open_count, held = sessions
-            _observe(meter, self, n.METRIC_SESSIONS_OPEN, "gauge", "{session}",
-                     "Sessions with turns not judged yet", _gauge(open_count))
-            _observe(meter, self, n.METRIC_SESSIONS_HELD, "gauge", "{session}",
-                     "Sessions held in memory (open, and judged ones kept for a resume)",
-                     _gauge(held))
+            observe(meter, self, n.METRIC_SESSIONS_OPEN, "gauge", "{session}",
+                    "Sessions with turns not judged yet", gauge(open_count))
+            observe(meter, self, n.METRIC_SESSIONS_HELD, "gauge", "{session}",
+                    "Sessions held in memory (open, and judged ones kept for a resume)",
+                    gauge(held))
         self.canary_verdicts = meter.create_counter(
             n.METRIC_CANARY_VERDICTS, unit="{verdict}",
             description="Judge canaries: labelled cases judged by the live judge, by the "
@@ -131,16 +129,16 @@ class ScorerMetrics:
         if rates is not None:
             # a judge's known true rates (scorer, judge model, source, TPR, TNR): levels, not
             # counts (two processors with the same scorer and judge report one value)
-            _observe(meter, self, n.METRIC_JUDGE_TPR, "level", "",
-                     "The judge's true positive rate on labelled cases (saved by calibrate "
-                     "--save, or measured by the canaries)", _rates(rates, 3))
-            _observe(meter, self, n.METRIC_JUDGE_TNR, "level", "",
-                     "The judge's true negative rate on labelled cases", _rates(rates, 4))
+            observe(meter, self, n.METRIC_JUDGE_TPR, "level", "",
+                    "The judge's true positive rate on labelled cases (saved by calibrate "
+                    "--save, or measured by the canaries)", true_rates(rates, 3))
+            observe(meter, self, n.METRIC_JUDGE_TNR, "level", "",
+                    "The judge's true negative rate on labelled cases", true_rates(rates, 4))
         if ratios is not None:  # each paced scorer's effective sampling ratio, now
-            _observe(meter, self, n.METRIC_EFFECTIVE_RATIO, "level", "",
-                     "The share of runs a scorer with a paced budget judges now (its ratio "
-                     "times the budget's pace)", lambda _options: [
-                         Observation(ratio, {n.M_SCORER: name}) for name, ratio in ratios()])
+            observe(meter, self, n.METRIC_EFFECTIVE_RATIO, "level", "",
+                    "The share of runs a scorer with a paced budget judges now (its ratio "
+                    "times the budget's pace)", lambda _options: [
+                        Observation(ratio, {n.M_SCORER: name}) for name, ratio in ratios()])
         self.overflow = meter.create_counter(
             n.METRIC_OVERFLOW, unit="{value}",
             description="Metric attribute values folded into _other (cardinality caps)")
@@ -154,11 +152,11 @@ class ScorerMetrics:
         self._series: dict[str, set[tuple[tuple[str, Any], ...]]] = {}
         self._lock = threading.Lock()
         if queue_depth is not None:
-            _observe(meter, self, n.METRIC_QUEUE_DEPTH, "gauge", "{run}",
-                     "Runs waiting for evaluation", _gauge(queue_depth))
+            observe(meter, self, n.METRIC_QUEUE_DEPTH, "gauge", "{run}",
+                    "Runs waiting for evaluation", gauge(queue_depth))
         if held_spans is not None:
-            _observe(meter, self, n.METRIC_HELD_SPANS, "gauge", "{span}",
-                     "Spans held for enriched export", _gauge(held_spans))
+            observe(meter, self, n.METRIC_HELD_SPANS, "gauge", "{span}",
+                    "Spans held for enriched export", gauge(held_spans))
 
     def reset_after_fork(self) -> None:
         self._lock = threading.Lock()
@@ -293,77 +291,3 @@ class ScorerMetrics:
                 return value
         self.overflow.add(1, {n.M_LABEL: label})
         return OTHER
-
-
-Callback = Callable[[CallbackOptions], Iterable[Observation]]
-
-# Observable instruments are shared per meter: the SDK keeps the first instrument registered
-# under a name and ignores later ones (with their callbacks), so two processors on one meter
-# provider would otherwise lose the second's decisions and gauges. One instrument per meter and
-# name reads every live ScorerMetrics registered on it (weakly: a processor that is gone stops
-# reporting) and adds up equal attribute sets.
-_OBSERVED: weakref.WeakKeyDictionary[Any, dict[str, weakref.WeakKeyDictionary[Any, Callback]]] = (
-    weakref.WeakKeyDictionary())
-_OBSERVED_LOCK = threading.Lock()
-
-
-def _reset_lock_after_fork() -> None:
-    global _OBSERVED_LOCK
-    _OBSERVED_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_lock_after_fork)
-
-
-def _observe(meter: Meter, owner: ScorerMetrics, name: str, kind: str, unit: str,
-             description: str, callback: Callback) -> None:
-    with _OBSERVED_LOCK:
-        by_name = _OBSERVED.setdefault(meter, {})
-        sources = by_name.get(name)
-        if sources is None:
-            sources = by_name[name] = weakref.WeakKeyDictionary()
-            create = (meter.create_observable_counter if kind == "counter"
-                      else meter.create_observable_gauge)
-            create(name, callbacks=[_combined(sources, add=kind != "level")], unit=unit,
-                   description=description)
-        sources[owner] = callback
-
-
-def _combined(sources: weakref.WeakKeyDictionary[Any, Callback], *, add: bool = True
-              ) -> Callback:
-    def callback(options: CallbackOptions) -> Iterable[Observation]:
-        with _OBSERVED_LOCK:
-            callbacks = list(sources.values())
-        totals: dict[frozenset[tuple[str, Any]], tuple[float, Any]] = {}
-        for source in callbacks:
-            for observation in source(options):
-                key = frozenset((observation.attributes or {}).items())
-                value, attributes = totals.get(key, (0, observation.attributes))
-                totals[key] = (value + observation.value if add else observation.value,
-                               attributes)
-        return [Observation(value, attributes) for value, attributes in totals.values()]
-    return callback
-
-
-def _gauge(read: Callable[[], int]) -> Callable[[CallbackOptions], Iterable[Observation]]:
-    def callback(_options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(read())]
-    return callback
-
-
-def _rates(read: Callable[[], Iterable[tuple[str, str, str, float, float]]], index: int
-           ) -> Callable[[CallbackOptions], Iterable[Observation]]:
-    """The TPR (``index`` 3) or TNR (4) of each known (scorer, model, source, TPR, TNR)."""
-    def callback(_options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(float(known[index]), {
-            n.M_SCORER: known[0], n.M_JUDGE_MODEL: known[1], n.M_SOURCE: known[2]})
-            for known in read()]
-    return callback
-
-
-def _by_reason(read: Callable[[], Mapping[str, int]]
-               ) -> Callable[[CallbackOptions], Iterable[Observation]]:
-    def callback(_options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(count, {n.M_REASON: reason}) for reason, count in read().items()]
-    return callback
