@@ -4,7 +4,8 @@ The scorers whose judgement must be asked (step one, :mod:`.check`) are grouped 
 call is made: with ``fuse_judge_calls``, the LLM scorers of a run that share a judge make one
 call between them (:func:`otel_scorers.scorers.fused.judge_together`); every other scorer is
 asked alone (its own ``arun``, or in the judging process with ``isolation: process``). Each
-group's call runs as one task, bounded by ``evaluation_timeout_s``: past it every scorer of the
+group's call runs as one task (a run judged by one scorer alone: in the evaluation's own task; a
+task of its own and a ``gather`` to await it were 2 % of the loop's instructions per evaluation), bounded by ``evaluation_timeout_s``: past it every scorer of the
 group gets a ``timeout`` result. A judge failure is an error result, never raised; an
 unexpected exception reaches each scorer of its group (counted there as an internal error).
 """
@@ -12,7 +13,8 @@ unexpected exception reaches each scorer of its group (counted there as an inter
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
 from otel_scorers.background_loop import within
 from otel_scorers.errors import JudgeTimeoutError
@@ -31,11 +33,17 @@ class Asking:
     """The calls of one run in flight: each asked scorer's result, by name."""
 
     def __init__(self, tasks: dict[str, asyncio.Task[Results]],
-                 shared: frozenset[str] = frozenset()) -> None:
+                 shared: frozenset[str] = frozenset(),
+                 alone: tuple[str, Coroutine[Any, Any, Results]] | None = None) -> None:
         self._tasks = tasks
         self._shared = shared
+        self._alone = alone
 
     async def result(self, name: str) -> ScoreResult:
+        alone = self._alone
+        if alone is not None and alone[0] == name:  # its one reader awaits the call itself
+            self._alone = None
+            return (await alone[1])[name]
         task = self._tasks[name]
         if name in self._shared:  # one scorer cancelled never cancels its group's call
             return (await asyncio.shield(task))[name]
@@ -43,6 +51,9 @@ class Asking:
 
     def cancel(self) -> None:
         """Stop what is still asking (the evaluation was cancelled: shutdown, exit)."""
+        if self._alone is not None:  # never awaited: closed, not left to warn
+            self._alone[1].close()
+            self._alone = None
         for task in set(self._tasks.values()):
             if not task.done():
                 task.cancel()
@@ -58,9 +69,13 @@ class Asker:
         self.fuse = fuse and isolated is None
         self.isolated = isolated
 
-    def ask(self, run: ScorerRun, slots: Sequence[Slot]) -> Asking:
+    def ask(self, run: ScorerRun, slots: Sequence[Slot], *, alone: bool = False) -> Asking:
         """Start the calls for ``slots`` (a task per group); their results come through the
-        returned :class:`Asking`."""
+        returned :class:`Asking`. ``alone``: the run has no other scorer, and one reader
+        awaits the one slot's result: the call runs in that reader's task (no task of its
+        own), from its first ``result``."""
+        if alone and len(slots) == 1:
+            return Asking({}, alone=(slots[0].name, self._bounded(slots, run)))
         by_name = {slot.name: slot for slot in slots}
         groups = (fusion_groups((slot.name, slot.scorer) for slot in slots) if self.fuse
                   else [[slot.name] for slot in slots])

@@ -138,10 +138,16 @@ class Evaluation:
         run = captured.run
         assert run is not None
         plans = [self.checker.plan(slot, run) for slot in slots]
-        asking = self.asker.ask(run, [plan.slot for plan in plans if plan.step == "ask"])
+        asking = self.asker.ask(run, [plan.slot for plan in plans if plan.step == "ask"],
+                                alone=len(plans) == 1)
         try:
-            results = await asyncio.gather(*(
-                self._finish(subject, plan, asking, captured, extra, turns) for plan in plans))
+            if len(plans) == 1:  # one scorer: judged and emitted in this task
+                results = [await self._finish(subject, plans[0], asking, captured, extra,
+                                              turns)]
+            else:
+                results = await asyncio.gather(*(
+                    self._finish(subject, plan, asking, captured, extra, turns)
+                    for plan in plans))
         finally:
             asking.cancel()
         return [result for result in results if result is not None]
