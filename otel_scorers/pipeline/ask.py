@@ -4,9 +4,10 @@ The scorers whose judgement must be asked (step one, :mod:`.check`) are grouped 
 call is made: with ``fuse_judge_calls``, the LLM scorers of a run that share a judge make one
 call between them (:func:`otel_scorers.scorers.fused.judge_together`); every other scorer is
 asked alone (its own ``arun``, or in the judging process with ``isolation: process``). Each
-group's call runs as one task (a run judged by one scorer alone: in the evaluation's own task; a
-task of its own and a ``gather`` to await it were 2 % of the loop's instructions per evaluation), bounded by ``evaluation_timeout_s``: past it every scorer of the
-group gets a ``timeout`` result. A judge failure is an error result, never raised; an
+group's call runs as one task, bounded by ``evaluation_timeout_s``: past it every scorer of the
+group gets a ``timeout`` result (a run judged by one scorer alone is asked in its evaluation's
+own task: a task of its own and a ``gather`` to await it were 2 % of the loop thread's
+instructions per evaluation). A judge failure is an error result, never raised; an
 unexpected exception reaches each scorer of its group (counted there as an internal error).
 """
 
