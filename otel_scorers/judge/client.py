@@ -352,12 +352,12 @@ class JudgeClient:
             if remaining <= 0:
                 raise JudgeTimeoutError(f"judge deadline of {self.total_timeout_s:g}s spent")
             meter.calls += 1
-            try:
-                answer = await within(self.transport.complete(chat),
-                                      min(self.timeout_s + 5.0, remaining))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
+            call = self.transport.complete(chat)  # a bounded transport ends it at timeout_s
+            try:  # (else a timer here: the deadline's rest, or timeout_s and 5 s to spare)
+                answer = await (call if remaining > self.timeout_s and getattr(
+                    self.transport, "bounded", False) else within(
+                        call, min(self.timeout_s + 5.0, remaining)))
+            except Exception as exc:  # (a cancellation is not one: it goes up)
                 error = self.scrubbed(classify_exception(exc))
                 if chat.service_tier is not None and capacity_refusal(error):
                     meter.flex_refusals += 1

@@ -62,6 +62,10 @@ def applies(model: str, api_base: str | None, extra_params: dict[str, Any]) -> b
 class DirectTransport:
     """POST ``{api_base}/chat/completions`` with a shared client (see the module docstring)."""
 
+    #: aiohttp's ``total`` timeout ends the whole call (connecting, sending, the answer read)
+    #: at ``request.timeout_s``: the client arms no timer of its own around it
+    bounded = True
+
     def __init__(self, model: str, api_base: str, api_key: str | None) -> None:
         self.model = model
         self.name = model.split("/", 1)[1]

@@ -77,7 +77,9 @@ class Transport(Protocol):
     """What carries judge calls. ``complete`` raises only
     :class:`~otel_scorers.errors.JudgeError` subclasses (classified: timeout, auth, rate
     limit, ...); the other methods may do slow one-time work (loading litellm, reading a price
-    table), so the client calls them off the event loop."""
+    table), so the client calls them off the event loop. A transport whose class says
+    ``bounded = True`` ends every call itself by ``request.timeout_s``, the answer read
+    included; the client bounds any other's calls with a timer of its own."""
 
     #: The model string as configured (``openai/gpt-5-mini``, ``local/smollm2``).
     model: str

@@ -5,6 +5,7 @@ which runs each scorer-level test through both."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -137,6 +138,46 @@ def test_a_huge_body_is_cut_and_an_error(judge_server: ScriptedJudgeServer) -> N
                           retry=FAST).run(RUN)
     assert result.error is not None and result.error.type == "invalid_response"
     assert "larger than 8 MB" in result.error.message
+
+
+@pytest.mark.parametrize("stall", ["before_headers", "mid_body"])
+def test_a_judge_that_stalls_is_cut_at_timeout_s(stall: str) -> None:
+    """The direct transport ends its own calls (the client arms no timer around them): a
+    judge that stops answering, before its headers or in the middle of its body, is a
+    ``timeout`` at ``timeout_s``, not at the client's backstop five seconds later."""
+    import socket
+    import threading
+    import time
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while not stop.is_set():
+                connection, _ = listener.accept()
+                connection.recv(65_536)
+                if stall == "mid_body":
+                    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                       b"Content-Length: 500\r\n\r\n{\"choices\": [")
+                stop.wait(10)
+                connection.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        judge = JudgeClient("openai/stalled", api_base=f"http://127.0.0.1:"
+                            f"{listener.getsockname()[1]}/v1", api_key="k", timeout_s=0.5,
+                            retry=RetryPolicy(max_retries=0))
+        assert isinstance(judge.transport, DirectTransport) and judge.transport.bounded
+        started = time.monotonic()
+        result = RubricScorer(judge, "- greets").run(RUN)
+        elapsed = time.monotonic() - started
+        assert result.error is not None and result.error.type == "timeout", result.error
+        assert elapsed < 4.0, elapsed  # 0.5 s and the call's overhead; the backstop is 5.5 s
+    finally:
+        stop.set()
+        listener.close()
 
 
 def test_the_key_is_never_echoed(judge_server: ScriptedJudgeServer) -> None:
