@@ -182,9 +182,16 @@ class Worker(Generic[T]):
 
     # -- the pump ---------------------------------------------------------------------------
     async def _run(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
+        self._loop = loop = asyncio.get_running_loop()
+        self._wake = wake = asyncio.Event()
         last_periodic = time.monotonic()
+
+        def tick() -> None:  # one timer for the pump's life, not one armed per wait
+            nonlocal ticker
+            wake.set()
+            ticker = loop.call_later(self._period_s, tick)
+
+        ticker = loop.call_later(self._period_s, tick)
         try:
             while True:
                 if self._intake:
@@ -207,8 +214,7 @@ class Worker(Generic[T]):
                     if self._queue or self._intake:  # offered before we slept: no wake-up
                         self._sleeping = False
                         continue
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await background_loop.within(self._wake.wait(), self._period_s)
+                await wake.wait()  # an offer, a finished evaluation, or the period's tick
                 self._sleeping = False
                 await self._paced()
                 now = time.monotonic()
@@ -216,6 +222,7 @@ class Worker(Generic[T]):
                     last_periodic = now
                     self._run_periodic()
         finally:
+            ticker.cancel()
             with self._idle:
                 self._idle.notify_all()
 
