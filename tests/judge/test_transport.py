@@ -379,12 +379,15 @@ def _gzip_bomb(megabytes: int) -> bytes:
     return b"".join([*(packer.compress(block) for _ in range(megabytes)), packer.flush()])
 
 
+@pytest.mark.parametrize("transport", ["litellm", "direct"])
 @pytest.mark.parametrize("mode", ["bomb", "endless"])
-def test_the_litellm_transport_bounds_what_it_reads(mode: str) -> None:
+def test_each_transport_bounds_what_it_reads(mode: str, transport: str) -> None:
     hostile = _HostileJudge(mode)
     try:
         judge = JudgeClient("openai/hostile", api_base=hostile.url, api_key="k",
-                            transport="litellm", retry=FAST, timeout_s=30)
+                            transport="litellm" if transport == "litellm" else "auto",
+                            retry=FAST, timeout_s=30)
+        assert (type(judge.transport) is DirectTransport) == (transport == "direct")
         RubricScorer(judge, "- greets").run(RUN)  # litellm imported and warm before measuring
         before = _rss_mb()
         result = RubricScorer(judge, "- greets").run(RUN)
