@@ -42,7 +42,7 @@ from otel_scorers.judge.fence import FENCE_RULES, Fence, redact_truncate, trunca
 from otel_scorers.judge.provider import load_litellm, suppress_instrumentation
 from otel_scorers.judge.redact import Redactor, RegexRedactor, environment_secrets, mask_secrets
 from otel_scorers.judge.retry import RetryPolicy, capacity_refusal, classify_exception
-from otel_scorers.judge.schema import answer_schema, correction, parse_answer, problems
+from otel_scorers.judge.schema import answer_schema, correction, parse_answer, problems, schema_text
 from otel_scorers.judge.transport import ChatRequest, StructuredOutput, Transport
 from otel_scorers.judge.transports import transport_for
 from otel_scorers.judge.usage import JudgeUsage, Meter
@@ -312,9 +312,9 @@ class JudgeClient:
         if request.examples:
             system += f"\n\n{request.examples}"
         if mode in ("json_object", "prompt"):
-            schema = json.dumps(answer_schema(request.answer_model), separators=(",", ":"))
             system += ("\n\nAnswer with one JSON object and nothing else. It must match this "
-                       f"JSON Schema exactly (every property, in this order):\n{schema}")
+                       "JSON Schema exactly (every property, in this order):\n"
+                       + schema_text(request.answer_model))
         else:  # the provider enforces the schema: no need to spend tokens on it
             system += "\n\nAnswer with the JSON object the response format defines."
         body = "\n\n".join(fence.wrap(name, text)

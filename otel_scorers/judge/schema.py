@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from otel_scorers import safe_json
 
-__all__ = ["answer_schema", "correction", "parse_answer", "problems"]
+__all__ = ["answer_schema", "correction", "parse_answer", "problems", "schema_text"]
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -94,6 +94,13 @@ def answer_schema(model: type[BaseModel], *, strict: bool = False) -> dict[str, 
     """The JSON schema of an answer model with ``$ref`` inlined (providers vary on refs)."""
     loaded: dict[str, Any] = safe_json.loads(_schema(model, strict))
     return loaded
+
+
+@functools.cache
+def schema_text(model: type[BaseModel]) -> str:
+    """The answer schema as compact JSON for a prompt: written once per answer model (the
+    answer models are themselves made once per shape), not parsed and written per call."""
+    return json.dumps(answer_schema(model), separators=(",", ":"))
 
 
 def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
