@@ -264,8 +264,10 @@ class ScorerMetrics:
 
     def _bounded(self, metric: str, attrs: dict[str, Any]) -> dict[str, Any]:
         """``attrs``, or with agent and criterion folded to ``_other`` once ``metric`` holds
-        :data:`MAX_SERIES` attribute sets (counted, ``label="series"``)."""
-        key = tuple(sorted(attrs.items()))
+        :data:`MAX_SERIES` attribute sets (counted, ``label="series"``). A set is known by its
+        items in order, unsorted: each metric's attributes are built in one order, and a set
+        seen in two orders would only count twice toward the cap (folded early, never late)."""
+        key = tuple(attrs.items())
         with self._lock:
             seen = self._series.setdefault(metric, set())
             if key in seen:

@@ -71,6 +71,21 @@ def _criteria_of(scorer: Any, run: Any) -> Any:
                   getattr(c, "required", None)) for c in criteria)
 
 
+class _Same:
+    """An option held by identity: equal only to itself (an option's own ``==`` may be costly
+    or raise)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.value is self.value
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 #: id(scorer) -> (the scorer, the key its static part was hashed under, that hash): the static
 #: part (type, scale, judge, examples, prompts, options) is hashed once per configuration, not
 #: once per result (it was a tenth of an evaluation's CPU); bounded.
@@ -81,7 +96,7 @@ _STATIC_MAX = 1024
 def _static_hash(scorer: Any) -> Any:
     """A sha256 fed with ``scorer``'s static parts (a copy to go on with)."""
     judge = getattr(scorer, "judge", None)
-    options = tuple((option, id(value)) for option in _OPTIONS
+    options = tuple((option, _Same(value)) for option in _OPTIONS
                     if (value := getattr(scorer, option, None)) is not None)
     key = (float(getattr(scorer, "scale", 1.0)), getattr(judge, "fingerprint", None),
            getattr(scorer, "examples_digest", ""), options)
@@ -112,12 +127,32 @@ def fingerprint_of(scorer: Any, run: Any = None) -> str:
     return str(h.hexdigest()[:12])
 
 
+#: id(scorer) -> (the scorer, what its evaluator was made of, that evaluator): a scorer's
+#: results on runs judged by the same criteria share one (it was made and hashed again for
+#: every result); bounded
+_EVALUATORS: dict[int, tuple[Any, tuple[Any, ...], Evaluator]] = {}
+
+
 def evaluator_of(scorer: Any, run: Any = None) -> Evaluator:
     """The :class:`Evaluator` of ``scorer``'s result on ``run``."""
     judge = getattr(scorer, "judge", None)
     kind = getattr(scorer, "kind", "llm")
-    return Evaluator(id=str(getattr(scorer, "name", type(scorer).__name__))[:128],
-                     type="code" if kind == "code" else "llm",
-                     judge_model=getattr(judge, "model", None) if kind != "code" else None,
-                     fingerprint=fingerprint_of(scorer, run),
-                     score_max=float(getattr(scorer, "scale", 1.0)))
+    criteria = _criteria_of(scorer, run)
+    # the options themselves, not their ids: held here, no freed option's id can match
+    key = (criteria, kind, getattr(scorer, "name", None), getattr(judge, "fingerprint", None),
+           float(getattr(scorer, "scale", 1.0)), getattr(scorer, "examples_digest", ""),
+           *(_Same(getattr(scorer, option, None)) for option in _OPTIONS))
+    found = _EVALUATORS.get(id(scorer))
+    if found is not None and found[0] is scorer and found[1] == key:
+        return found[2]
+    h = _static_hash(scorer)
+    h.update(repr(criteria).encode("utf-8", "surrogatepass"))
+    h.update(b"\x1f")
+    evaluator = Evaluator(id=str(getattr(scorer, "name", type(scorer).__name__))[:128],
+                          type="code" if kind == "code" else "llm",
+                          judge_model=getattr(judge, "model", None) if kind != "code" else None,
+                          fingerprint=str(h.hexdigest()[:12]), score_max=key[4])
+    if len(_EVALUATORS) >= _STATIC_MAX:
+        _EVALUATORS.clear()
+    _EVALUATORS[id(scorer)] = (scorer, key, evaluator)
+    return evaluator

@@ -275,10 +275,11 @@ def messages_from(value: Any, default_role: str) -> list[Message]:
         return []
     if isinstance(value, str):
         return [Message(role=default_role, content=value)]
-    if isinstance(value, Mapping):
+    if isinstance(value, (dict, Mapping)):  # (dict first: no ABC check for a dict)
         return [Message(role=str(value.get("role") or default_role), content=text_of(value),
                         tool_calls=tool_calls_of(value))]
-    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+    if isinstance(value, list) or (isinstance(value, Sequence)
+                                   and not isinstance(value, bytes | bytearray)):
         out: list[Message] = []
         for item in value:
             out.extend(messages_from(item, default_role))
@@ -323,7 +324,7 @@ def text_of(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
-    if isinstance(value, Mapping):
+    if isinstance(value, (dict, Mapping)):  # (dict first: no ABC check for a dict)
         part_type = value.get("type")
         if part_type is not None and part_type not in ("text", "output_text", "input_text"):
             return ""
@@ -333,7 +334,8 @@ def text_of(value: Any) -> str:
         if "parts" in value:
             return text_of(value["parts"])
         return ""
-    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+    if isinstance(value, list) or (isinstance(value, Sequence)
+                                   and not isinstance(value, bytes | bytearray)):
         return "\n".join(t for t in (text_of(item) for item in value) if t)
     return str(value)
 

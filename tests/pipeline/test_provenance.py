@@ -124,3 +124,31 @@ def test_check_config_prints_the_fingerprint_live_results_carry(
     assert "evaluators" in printed.output
     for fingerprint in live.values():
         assert fingerprint in printed.output, (live, printed.output)
+
+
+def test_an_evaluator_is_made_once_per_configuration_and_follows_every_change(
+        judge: JudgeClient) -> None:
+    """evaluator_of keeps one Evaluator per scorer and criteria (results share it), and it is
+    never stale: an option replaced on the same scorer object (its old value freed, so an id
+    could be reused), another rubric resolved for a run, or another judge each give the
+    fingerprint a fresh scorer would have."""
+    import gc
+
+    from otel_scorers.scorers.provenance import evaluator_of
+
+    scorer = PromptAlignmentScorer(judge, pass_threshold=0.5)
+    first = evaluator_of(scorer)
+    assert evaluator_of(scorer) is first
+    assert first.fingerprint == fingerprint_of(scorer)
+    for threshold in (0.6, 0.7, 0.8):  # each old float freed before the next is made
+        scorer.pass_threshold = float(str(threshold))
+        gc.collect()
+        evaluator = evaluator_of(scorer)
+        assert evaluator.fingerprint == fingerprint_of(PromptAlignmentScorer(
+            judge, pass_threshold=threshold)), threshold
+        assert evaluator.fingerprint != first.fingerprint
+    rubric = RubricScorer(judge, "- greets")
+    assert evaluator_of(rubric).fingerprint == fingerprint_of(RubricScorer(judge, "- greets"))
+    rubric.judge = JudgeClient("openai/other-model", api_base=judge.api_base, api_key="k")
+    assert evaluator_of(rubric).fingerprint == fingerprint_of(RubricScorer(
+        rubric.judge, "- greets")) != fingerprint_of(RubricScorer(judge, "- greets"))
