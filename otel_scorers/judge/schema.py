@@ -96,10 +96,14 @@ def answer_schema(model: type[BaseModel], *, strict: bool = False) -> dict[str, 
     return loaded
 
 
-@functools.cache
 def schema_text(model: type[BaseModel]) -> str:
     """The answer schema as compact JSON for a prompt: written once per answer model (the
     answer models are themselves made once per shape), not parsed and written per call."""
+    return _schema_text(model)
+
+
+@functools.cache
+def _schema_text(model: type[BaseModel]) -> str:
     return json.dumps(answer_schema(model), separators=(",", ":"))
 
 

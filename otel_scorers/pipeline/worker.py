@@ -82,6 +82,7 @@ class Worker(Generic[T]):
         self._intake_max = self._max
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
+        self._ticker: asyncio.TimerHandle | None = None
         self._pump: Future[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._start_lock = threading.Lock()
@@ -182,16 +183,10 @@ class Worker(Generic[T]):
 
     # -- the pump ---------------------------------------------------------------------------
     async def _run(self) -> None:
-        self._loop = loop = asyncio.get_running_loop()
+        self._loop = asyncio.get_running_loop()
         self._wake = wake = asyncio.Event()
         last_periodic = time.monotonic()
-
-        def tick() -> None:  # one timer for the pump's life, not one armed per wait
-            nonlocal ticker
-            wake.set()
-            ticker = loop.call_later(self._period_s, tick)
-
-        ticker = loop.call_later(self._period_s, tick)
+        self._tick()
         try:
             while True:
                 if self._intake:
@@ -222,9 +217,17 @@ class Worker(Generic[T]):
                     last_periodic = now
                     self._run_periodic()
         finally:
-            ticker.cancel()
+            if self._ticker is not None:
+                self._ticker.cancel()
             with self._idle:
                 self._idle.notify_all()
+
+    def _tick(self) -> None:
+        """Wake the pump every ``period_s`` (its periodic work, an idle pump's look): one
+        timer for the pump's life, not a timeout armed and cancelled on every wait."""
+        if self._wake is not None and self._loop is not None:
+            self._wake.set()
+            self._ticker = self._loop.call_later(self._period_s, self._tick)
 
     async def _paced(self) -> None:
         """Woken by an offer into an empty intake less than ``IDLE_WAKE_S`` after the last
