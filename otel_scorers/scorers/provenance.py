@@ -58,6 +58,11 @@ def _prompt_text(module_name: str) -> str:
 def _criteria_of(scorer: Any, run: Any) -> Any:
     """The criteria the scorer judges ``run`` by (a rubric resolved for it), else its own
     (the same for a scorer with criteria of its own, with or without a run)."""
+    return _described(_resolved(scorer, run))
+
+
+def _resolved(scorer: Any, run: Any) -> Any:
+    """The criteria object itself (a scorer's own: the same object for every run)."""
     criteria = getattr(scorer, "criteria", None)
     resolve = getattr(scorer, "resolve", None)
     if run is not None and callable(resolve):
@@ -65,8 +70,12 @@ def _criteria_of(scorer: Any, run: Any) -> Any:
             criteria, _ = resolve(run)
         except Exception:  # a rubric that does not parse: the result says so
             return "unreadable rubric"
-    if criteria is None:
-        return None
+    return criteria
+
+
+def _described(criteria: Any) -> Any:
+    if criteria is None or isinstance(criteria, str):
+        return criteria
     return tuple((getattr(c, "description", repr(c)), getattr(c, "id", None),
                   getattr(c, "required", None)) for c in criteria)
 
@@ -137,16 +146,18 @@ def evaluator_of(scorer: Any, run: Any = None) -> Evaluator:
     """The :class:`Evaluator` of ``scorer``'s result on ``run``."""
     judge = getattr(scorer, "judge", None)
     kind = getattr(scorer, "kind", "llm")
-    criteria = _criteria_of(scorer, run)
-    # the options themselves, not their ids: held here, no freed option's id can match
-    key = (criteria, kind, getattr(scorer, "name", None), getattr(judge, "fingerprint", None),
-           float(getattr(scorer, "scale", 1.0)), getattr(scorer, "examples_digest", ""),
+    criteria = _resolved(scorer, run)
+    # the criteria and options themselves, compared by identity and held here (no freed
+    # object's id can match); a scorer's own criteria are one object for every run
+    key = (_Same(criteria), kind, getattr(scorer, "name", None),
+           getattr(judge, "fingerprint", None), float(getattr(scorer, "scale", 1.0)),
+           getattr(scorer, "examples_digest", ""),
            *(_Same(getattr(scorer, option, None)) for option in _OPTIONS))
     found = _EVALUATORS.get(id(scorer))
     if found is not None and found[0] is scorer and found[1] == key:
         return found[2]
     h = _static_hash(scorer)
-    h.update(repr(criteria).encode("utf-8", "surrogatepass"))
+    h.update(repr(_described(criteria)).encode("utf-8", "surrogatepass"))
     h.update(b"\x1f")
     evaluator = Evaluator(id=str(getattr(scorer, "name", type(scorer).__name__))[:128],
                           type="code" if kind == "code" else "llm",

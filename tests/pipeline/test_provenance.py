@@ -152,3 +152,10 @@ def test_an_evaluator_is_made_once_per_configuration_and_follows_every_change(
     rubric.judge = JudgeClient("openai/other-model", api_base=judge.api_base, api_key="k")
     assert evaluator_of(rubric).fingerprint == fingerprint_of(RubricScorer(
         rubric.judge, "- greets")) != fingerprint_of(RubricScorer(judge, "- greets"))
+    from otel_scorers.scorers.run import ScorerRun
+
+    dynamic = RubricScorer(judge)  # no rubric of its own: each run brings one
+    prints = [evaluator_of(dynamic, ScorerRun(request_context={"rubric": text})).fingerprint
+              for text in ("- greets", "- names the invoice", "- greets")]
+    assert prints[0] == prints[2] != prints[1]
+    assert prints[0] == fingerprint_of(dynamic, ScorerRun(request_context={"rubric": "- greets"}))
