@@ -719,7 +719,16 @@ def bench_cost_lanes(quick: bool) -> None:
     bench_lanes(quick, figure, judge_server)
 
 
-BENCHES = {"hot_path_instructions": bench_hot_path_instructions, "on_end": bench_on_end,
+def bench_eval_instructions(quick: bool) -> None:
+    """Instructions per evaluation at C = 32, L = 0.2 s, under callgrind (``eval_instr.py``):
+    the CPU per evaluation that machine load does not move."""
+    from eval_instr import bench_eval_instr
+
+    bench_eval_instr(quick, figure)
+
+
+BENCHES = {"hot_path_instructions": bench_hot_path_instructions,
+           "eval_instructions": bench_eval_instructions, "on_end": bench_on_end,
            "code_scorers": bench_code_scorers,
            "hot_path": bench_hot_path,
            "throughput": bench_throughput, "calls": bench_calls,
