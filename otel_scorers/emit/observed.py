@@ -16,6 +16,7 @@ for the meter's life (a tally belongs to the meter, not to a processor).
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import weakref
@@ -115,18 +116,21 @@ class Tally:
         self._sums: dict[frozenset[tuple[str, Any]], list[Any]] = {}
 
     def add(self, amount: float, attributes: dict[str, Any]) -> None:
+        """Add ``amount`` to the series of ``attributes`` (as a counter does, nothing that
+        is not a positive finite number is added: the sum stays monotonic)."""
+        if not 0 < amount < math.inf:
+            return
         key = frozenset(attributes.items())
         with _TALLY_LOCK:
             entry = self._sums.get(key)
-            if entry is None:
-                self._sums[key] = [amount, attributes]
+            if entry is None:  # a new series: its attributes copied, never the caller's
+                self._sums[key] = [amount, dict(attributes)]
             else:
                 entry[0] += amount
 
     def observe(self, _options: CallbackOptions) -> Iterable[Observation]:
         with _TALLY_LOCK:
             return [Observation(value, attributes) for value, attributes in self._sums.values()]
-
 
 
 def tally(meter: Meter, name: str, unit: str, description: str) -> Tally:

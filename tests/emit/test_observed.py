@@ -89,6 +89,8 @@ def test_a_tally_is_one_series_per_attribute_set_and_reports_deltas_when_asked()
         counted.add(3, {"a": "x", "b": "y"})
         counted.add(2, {"b": "y", "a": "x"})  # the same set, in another order
         counted.add(1, {"a": "z", "b": "y"})
+        for broken in (-2, float("nan"), float("inf"), 0):  # a sum that never goes down
+            counted.add(broken, {"a": "x", "b": "y"})
         data, points = _points(reader, "test.tally")
         assert data.aggregation_temporality == AggregationTemporality.DELTA
         assert sorted((p.attributes["a"], p.value) for p in points) == [("x", 5), ("z", 1)]
