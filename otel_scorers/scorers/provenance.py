@@ -146,11 +146,11 @@ def evaluator_of(scorer: Any, run: Any = None) -> Evaluator:
     """The :class:`Evaluator` of ``scorer``'s result on ``run``."""
     judge = getattr(scorer, "judge", None)
     kind = getattr(scorer, "kind", "llm")
-    criteria = _resolved(scorer, run)
+    criteria, scale = _resolved(scorer, run), float(getattr(scorer, "scale", 1.0))
     # the criteria and options themselves, compared by identity and held here (no freed
     # object's id can match); a scorer's own criteria are one object for every run
     key = (_Same(criteria), kind, getattr(scorer, "name", None),
-           getattr(judge, "fingerprint", None), float(getattr(scorer, "scale", 1.0)),
+           getattr(judge, "fingerprint", None), scale,
            getattr(scorer, "examples_digest", ""),
            *(_Same(getattr(scorer, option, None)) for option in _OPTIONS))
     found = _EVALUATORS.get(id(scorer))
@@ -162,7 +162,7 @@ def evaluator_of(scorer: Any, run: Any = None) -> Evaluator:
     evaluator = Evaluator(id=str(getattr(scorer, "name", type(scorer).__name__))[:128],
                           type="code" if kind == "code" else "llm",
                           judge_model=getattr(judge, "model", None) if kind != "code" else None,
-                          fingerprint=str(h.hexdigest()[:12]), score_max=key[4])
+                          fingerprint=str(h.hexdigest()[:12]), score_max=scale)
     if len(_EVALUATORS) >= _STATIC_MAX:
         _EVALUATORS.clear()
     _EVALUATORS[id(scorer)] = (scorer, key, evaluator)
