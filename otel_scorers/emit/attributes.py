@@ -84,8 +84,9 @@ def result_attributes(result: ScoreResult, prefix: str,
             put(n.ATTR_JUDGE_TOKENS_ESTIMATED, True)
         if usage.truncated:  # the verdict was made on part of these fields
             put(n.ATTR_INPUT_TRUNCATED, list(usage.truncated))
-    for key, value in rendering(result.analysis).attributes(result, policy).items():
-        put(key, value)
+    out.update({prefix + key: value for key, value in
+                rendering(result.analysis).attributes(result, policy).items()
+                if value is not None})
     return out
 
 
