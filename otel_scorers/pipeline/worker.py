@@ -201,7 +201,7 @@ class Worker(Generic[T]):
                 if (self._stopping and not self._queue and not self._intake
                         and self._inflight == 0):
                     return
-                self._wake.clear()
+                wake.clear()
                 if self._inflight < self._concurrency:
                     # Idle: producers wake us. (At full concurrency only a finishing evaluation
                     # does, so a busy pump never ping-pongs with the application's threads.)

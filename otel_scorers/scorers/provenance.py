@@ -55,14 +55,9 @@ def _prompt_text(module_name: str) -> str:
     return "\x1f".join(texts)
 
 
-def _criteria_of(scorer: Any, run: Any) -> Any:
-    """The criteria the scorer judges ``run`` by (a rubric resolved for it), else its own
-    (the same for a scorer with criteria of its own, with or without a run)."""
-    return _described(_resolved(scorer, run))
-
-
 def _resolved(scorer: Any, run: Any) -> Any:
-    """The criteria object itself (a scorer's own: the same object for every run)."""
+    """The criteria the scorer judges ``run`` by (a rubric resolved for it), else its own
+    (the same object for every run), as they are: :func:`_described` for the hash."""
     criteria = getattr(scorer, "criteria", None)
     resolve = getattr(scorer, "resolve", None)
     if run is not None and callable(resolve):
@@ -102,13 +97,20 @@ _STATIC: dict[int, tuple[Any, tuple[Any, ...], Any]] = {}
 _STATIC_MAX = 1024
 
 
-def _static_hash(scorer: Any) -> Any:
-    """A sha256 fed with ``scorer``'s static parts (a copy to go on with)."""
-    judge = getattr(scorer, "judge", None)
+def _static_key(scorer: Any) -> tuple[Any, ...]:
+    """What the static part is made of: scale, the judge's fingerprint, the examples, and the
+    options themselves (held and compared by identity: no freed option's id can match)."""
     options = tuple((option, _Same(value)) for option in _OPTIONS
                     if (value := getattr(scorer, option, None)) is not None)
-    key = (float(getattr(scorer, "scale", 1.0)), getattr(judge, "fingerprint", None),
-           getattr(scorer, "examples_digest", ""), options)
+    return (float(getattr(scorer, "scale", 1.0)),
+            getattr(getattr(scorer, "judge", None), "fingerprint", None),
+            getattr(scorer, "examples_digest", ""), options)
+
+
+def _static_hash(scorer: Any, key: tuple[Any, ...] | None = None) -> Any:
+    """A sha256 fed with ``scorer``'s static parts (a copy to go on with); ``key``: its
+    :func:`_static_key`, when the caller has it."""
+    key = _static_key(scorer) if key is None else key
     found = _STATIC.get(id(scorer))
     if found is not None and found[0] is scorer and found[1] == key:
         return found[2].copy()
@@ -130,8 +132,12 @@ def _static_hash(scorer: Any) -> Any:
 
 def fingerprint_of(scorer: Any, run: Any = None) -> str:
     """The fingerprint of ``scorer`` judging ``run`` (``None``: its static configuration)."""
-    h = _static_hash(scorer)
-    h.update(repr(_criteria_of(scorer, run)).encode("utf-8", "surrogatepass"))
+    return _fingerprint(scorer, _resolved(scorer, run))
+
+
+def _fingerprint(scorer: Any, criteria: Any, key: tuple[Any, ...] | None = None) -> str:
+    h = _static_hash(scorer, key)
+    h.update(repr(_described(criteria)).encode("utf-8", "surrogatepass"))
     h.update(b"\x1f")
     return str(h.hexdigest()[:12])
 
@@ -146,23 +152,18 @@ def evaluator_of(scorer: Any, run: Any = None) -> Evaluator:
     """The :class:`Evaluator` of ``scorer``'s result on ``run``."""
     judge = getattr(scorer, "judge", None)
     kind = getattr(scorer, "kind", "llm")
-    criteria, scale = _resolved(scorer, run), float(getattr(scorer, "scale", 1.0))
-    # the criteria and options themselves, compared by identity and held here (no freed
-    # object's id can match); a scorer's own criteria are one object for every run
-    key = (_Same(criteria), kind, getattr(scorer, "name", None),
-           getattr(judge, "fingerprint", None), scale,
-           getattr(scorer, "examples_digest", ""),
-           *(_Same(getattr(scorer, option, None)) for option in _OPTIONS))
+    criteria, static = _resolved(scorer, run), _static_key(scorer)
+    # the criteria held and compared by identity, as the options: a scorer's own criteria are
+    # one object for every run
+    key = (_Same(criteria), kind, getattr(scorer, "name", None), static)
     found = _EVALUATORS.get(id(scorer))
     if found is not None and found[0] is scorer and found[1] == key:
         return found[2]
-    h = _static_hash(scorer)
-    h.update(repr(_described(criteria)).encode("utf-8", "surrogatepass"))
-    h.update(b"\x1f")
     evaluator = Evaluator(id=str(getattr(scorer, "name", type(scorer).__name__))[:128],
                           type="code" if kind == "code" else "llm",
                           judge_model=getattr(judge, "model", None) if kind != "code" else None,
-                          fingerprint=str(h.hexdigest()[:12]), score_max=scale)
+                          fingerprint=_fingerprint(scorer, criteria, static),
+                          score_max=static[0])
     if len(_EVALUATORS) >= _STATIC_MAX:
         _EVALUATORS.clear()
     _EVALUATORS[id(scorer)] = (scorer, key, evaluator)
