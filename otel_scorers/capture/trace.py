@@ -355,6 +355,19 @@ class TraceBuffer:
                     self._evicted.append(self._take(trace_id, entry, Reason.TRACE_LIMIT))
                 self._bytes -= entry.size
 
+    def clear(self, reason: str) -> list[Pending]:
+        """Let go of everything (the processor stopped: no evaluation will read it again,
+        and a stopped processor outlives its use, kept by the SDK's exit hook); returns the
+        candidates still pending, marked with ``reason``, for their runs to be counted."""
+        with self._lock:
+            left = [*self._evicted, *(self._take(trace_id, entry, reason)
+                                      for trace_id, entry in self._traces.items()
+                                      if entry.pending)]
+            self._traces.clear()
+            self._evicted = []
+            self._bytes = 0
+        return left
+
     def sweep(self, now: float | None = None) -> int:
         """Remove entries past their age; returns how many content pieces expired unused.
 

@@ -260,6 +260,10 @@ class Flow:
         waiting = self.worker.inflight  # evaluations waiting on the judge now
         self.parts.evaluation.cancel_reason = reason
         self.abandon(self.worker.stop(timeout_s), reason)
+        # the traces still buffered: their undecided runs dropped for ``reason``, and their
+        # spans and content let go (the stopped processor stays referenced until exit)
+        for pending in self.parts.buffer.clear(reason):
+            self.decider.lost(pending)
         cut = counts.count(Decision.DROPPED, reason) - before
         if reason == Reason.EXIT:  # at shutdown, what is left was offered every chance
             why = self._why_pending(waiting)

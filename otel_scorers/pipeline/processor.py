@@ -217,7 +217,8 @@ class ScoringSpanProcessor(SpanProcessor):
             self._flow.stop(0.0, Reason.EXIT)
 
     def shutdown(self) -> None:
-        """Stop taking spans, drain queued evaluations (bounded), export everything held."""
+        """Stop taking spans, drain queued evaluations (bounded), export everything held, and
+        let go of the buffered traces (the SDK's exit hook keeps a stopped processor)."""
         with self._shutdown_lock:
             if self._shutdown:
                 return

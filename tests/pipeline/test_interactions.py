@@ -163,6 +163,24 @@ def test_candidates_of_an_evicted_trace_are_handed_back_not_lost() -> None:
     assert [c.span.name for c in evicted.candidates] == ["agent"]
 
 
+def test_a_cleared_buffer_hands_back_every_pending_candidate_and_holds_nothing() -> None:
+    """What a stopping processor does with its buffer: the candidates still pending (and
+    those evicted but not yet taken) come back marked with the stop's reason, to be counted;
+    nothing, content included, stays held."""
+    buffer = TraceBuffer(max_traces=2)
+    (first,), _ = spans([("agent", "agent", None)])
+    buffer.add_candidate(first)
+    for trace_id in (2, 3):  # the third trace evicts the first
+        buffer.add_candidate(Candidate(ReadableSpan(
+            name=f"run {trace_id}", context=SpanContext(trace_id, 9, is_remote=False)), {},
+            "agent"))
+    assert len(buffer) == 2 and buffer.bytes > 0
+    left = buffer.clear(Reason.SHUTDOWN)
+    assert sorted((p.reason, p.candidates[0].span.name) for p in left) == [
+        (Reason.SHUTDOWN, "run 2"), (Reason.SHUTDOWN, "run 3"), (Reason.TRACE_LIMIT, "agent")]
+    assert len(buffer) == 0 and buffer.bytes == 0 and buffer.take_evicted() == []
+
+
 
 
 def test_an_app_that_flushes_right_after_a_long_run_gets_no_false_warning(

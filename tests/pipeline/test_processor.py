@@ -494,6 +494,29 @@ def test_shutdown_drains_and_is_idempotent(telemetry: Telemetry, make_processor:
     assert processor.stats()["rubric"] == {"selected": 4, "scored": 4}
 
 
+def test_shutdown_lets_go_of_every_buffered_trace(telemetry: Telemetry, make_processor: Any,
+                                                  judge_server: ScriptedJudgeServer) -> None:
+    """A stopped processor outlives its use (the SDK's exit hook keeps its provider, and so
+    the processor, until exit): shutdown empties the trace buffer, spans and content, at
+    once. Traces judged stay buffered for late pieces until a sweep, and no sweep comes
+    after a stop: they used to stay until exit."""
+    judge_server.responder = judge_responder()
+    processor = make_processor(shutdown_timeout_s=0.5)
+    tracer = telemetry.tracer()
+    for index in range(3):
+        with tracer.start_as_current_span("request"), tracer.start_as_current_span(
+                "invoke_agent", attributes=genai_attributes(prompt=f"q{index}")):
+            end_agent_span(telemetry, name="chat", prompt=f"q{index}",  # a piece, buffered
+                           **{"gen_ai.operation.name": "chat"})
+    assert processor.force_flush(10_000)
+    assert processor.stats()["rubric"] == {"selected": 3, "scored": 3}
+    assert len(processor._buffer) == 3 and processor._buffer.bytes > 0
+    processor.shutdown()
+    assert len(processor._buffer) == 0 and processor._buffer.bytes == 0
+    assert processor.stats()["rubric"] == {"selected": 3, "scored": 3}
+    assert len(telemetry.app_spans()) == 9
+
+
 def test_shutdown_deadline_with_hung_judge(telemetry: Telemetry, make_processor: Any,
                                            judge: JudgeClient,
                                            judge_server: ScriptedJudgeServer) -> None:
