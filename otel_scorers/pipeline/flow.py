@@ -264,6 +264,8 @@ class Flow:
         # spans and content let go (the stopped processor stays referenced until exit)
         for pending in self.parts.buffer.clear(reason):
             self.decider.lost(pending)
+        if self.parts.sessions is not None:  # so are the sessions' turns
+            self.parts.sessions.store.clear(reason)
         cut = counts.count(Decision.DROPPED, reason) - before
         if reason == Reason.EXIT:  # at shutdown, what is left was offered every chance
             why = self._why_pending(waiting)

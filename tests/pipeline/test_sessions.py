@@ -337,6 +337,35 @@ def test_a_turn_delivered_again_is_kept_once_and_wakes_nothing() -> None:
     assert store.due() == [] and store.open_count() == 0 and len(store) == 1
 
 
+def test_a_stopped_processors_store_lets_go_of_every_session_and_counts_the_unjudged() -> None:
+    """What a stopping processor does with its sessions (it stays referenced until exit):
+    nothing held; turns not judged yet counted as dropped for the stop's reason, except those
+    of a session being judged (counted with its job), and none of a session all judged."""
+    from otel_scorers.pipeline.sessions import SessionStore, StoredTurn
+    from otel_scorers.scorers.turns import Turn
+
+    dropped: dict[str, int] = {}
+    now = [0.0]
+    store = SessionStore(SessionPolicy(idle_s=10), count_dropped=lambda r, c: dropped.__setitem__(
+        r, dropped.get(r, 0) + c), count_evicted=lambda _j: None, clock=lambda: now[0])
+
+    def turns(key: str, count: int) -> None:
+        for number in range(count):
+            store.add(key, ("multi_turn",), StoredTurn(Turn.of(0, "q", "a"), len(key),
+                                                       number + 1, number + 1, "invoke_agent"))
+
+    turns("judged", 2)
+    turns("judging", 3)
+    now[0] = 11.0
+    due = {session.key: session for session, _ in store.due()}
+    store.finished("judged", due["judged"].count)  # all judged: resting
+    turns("open", 4)  # not judged yet
+    assert len(store) == 3 and store.bytes > 0
+    store.clear("shutdown")
+    assert dropped == {"shutdown": 4}
+    assert len(store) == 0 and store.bytes == 0 and store.open_count() == 0
+
+
 def test_a_session_the_exit_deadline_leaves_no_time_for_is_dropped_and_said(
         tmp_path: Path, judge_server: ScriptedJudgeServer) -> None:
     judge_server.responder = judge_responder(delay_s=3600)

@@ -263,6 +263,21 @@ class SessionStore:
             else:
                 self._resting[key] = session
 
+    def clear(self, reason: str) -> None:
+        """Let go of every session (the processor stopped; see
+        :meth:`~otel_scorers.capture.trace.TraceBuffer.clear`): turns not judged yet of a
+        session no evaluation holds are counted as dropped for ``reason`` (one being judged
+        was counted with its job)."""
+        with self._lock:
+            for session in (*self._active.values(), *self._evicted):
+                if session.pending:
+                    self._count_dropped(reason, session.pending)
+            self._active.clear()
+            self._resting.clear()
+            self._judging.clear()
+            self._evicted = []
+            self.bytes = 0
+
     def open_count(self) -> int:
         """Sessions with turns not judged yet."""
         return len(self._active) + len(self._evicted) + len(self._judging)
