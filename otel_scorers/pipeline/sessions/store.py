@@ -112,6 +112,10 @@ class SessionStore:
         self._reset()
 
     def _reset(self) -> None:
+        self._lock = threading.Lock()
+        self._empty()
+
+    def _empty(self) -> None:
         #: sessions with turns not judged yet, least recently active first
         self._active: OrderedDict[str, OpenSession] = OrderedDict()
         #: sessions all judged (kept for a resume), least recently active first
@@ -122,7 +126,6 @@ class SessionStore:
         self._evicted: list[OpenSession] = []
         #: the size of every turn held (all sessions): bounded by ``max_bytes``
         self.bytes = 0
-        self._lock = threading.Lock()
 
     def reset_after_fork(self) -> None:
         self._reset()
@@ -272,11 +275,7 @@ class SessionStore:
             for session in (*self._active.values(), *self._evicted):
                 if session.pending:
                     self._count_dropped(reason, session.pending)
-            self._active.clear()
-            self._resting.clear()
-            self._judging.clear()
-            self._evicted = []
-            self.bytes = 0
+            self._empty()
 
     def open_count(self) -> int:
         """Sessions with turns not judged yet."""
