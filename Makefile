@@ -110,7 +110,7 @@ record-frameworks: $(VENV)/.installed-dev frameworks-all
 	$(PY) tests/frameworks/record.py
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check otel_scorers tests examples
+	$(BIN)/ruff check otel_scorers tests examples bench
 	$(BIN)/mypy
 
 bench: $(VENV)/.installed-dev

@@ -2,10 +2,14 @@
 the same run, never an absolute timing compared with a constant.
 
     python bench/run.py            # the full set (under 10 minutes on 2 cores)
-    python bench/run.py --quick    # smaller sizes (under a minute)
+    python bench/run.py --quick    # smaller sizes (under 3 minutes)
     python bench/run.py --only hot_path,throughput
 
 Output ends with one line per figure, ``name: value``.
+
+``cpu_ms_per_eval_*`` are the exception, CPU time per evaluation, and move with the host;
+``python bench/compare.py --base REV`` measures this tree's against another commit's in the
+same run (alternating windows, the median ratio).
 
 The judge is a scripted OpenAI-compatible server (``python -m otel_scorers.testing``) in a
 separate process, answering after a fixed latency, so the judge's own CPU never competes with the
@@ -80,17 +84,16 @@ HOT_PATH_JUDGE_LATENCY_S = 1.0  # a fast real LLM judge answers in 1-5 s
 def bench_hot_path(quick: bool) -> None:
     """Cost per traced workload (1 agent span + 4 children) with the processor vs without.
 
-    Two figures per sampling ratio. ``hot_path_ratio_*`` is the CPU time of the application
-    thread (``time.thread_time``): what creating and ending the spans costs the code that ends
-    them, which is what the hot-path goal bounds. ``hot_path_wall_ratio_*`` is wall time: on top, the
-    background evaluations share the interpreter (the GIL) with the application; the workload
-    here ends 4000+ agent runs per second back to back, so at sampling 1 (and 0.1) the process
-    is saturated with evaluation work that a real agent (seconds per run) would never generate.
-    Every measurement gets a fresh pipeline, shut down right after, so no configuration's
-    background work (a backlog of evaluations) leaks into another's timing. Configurations are
-    interleaved in shuffled order within each repetition; each figure is the median of the
-    per-repetition ratios (``*_best``: the ratio of the best repetitions; consecutive runs here
-    differ by up to 20%).
+    Two figures per sampling ratio. ``hot_path_ratio_*`` is the CPU time of the application thread
+    (``time.thread_time``): what creating and ending the spans costs the code that ends them, which
+    is what the hot-path goal bounds. ``hot_path_wall_ratio_*`` is wall time: on top, the background
+    evaluations share the interpreter (the GIL) with the application; the workload here ends 4000+
+    agent runs per second back to back, so at sampling 1 (and 0.1) the process is saturated with
+    evaluation work that a real agent (seconds per run) would never generate. Every measurement gets
+    a fresh pipeline, shut down right after, so no configuration's background work (a backlog of
+    evaluations) leaks into another's timing. Configurations are interleaved in shuffled order
+    within each repetition; each figure is the median of the per-repetition ratios (``*_best``: the
+    ratio of the best repetitions; consecutive runs here differ by up to 20%).
     """
     reps, iterations = (3, 800) if quick else (8, 20000)
     print(f"hot path: {reps} interleaved repetitions x {iterations} workloads, "
@@ -195,15 +198,15 @@ def bench_hot_path_instructions(quick: bool) -> None:
 
 def bench_on_end(quick: bool) -> None:
     """Microseconds ``on_end`` takes on the application thread, per kind of span, for the
-    scoring processor (both scorers, sampling 1, a judge that never answers; ``_full_queue``:
-    with a queue of 50 runs, full, so nearly every run is decided on the calling thread and
-    dropped, counted) and for the SDK's ``BatchSpanProcessor`` on the same ended spans: ``on_end_us_agent_span`` (an
-    ``invoke_agent`` span: handed to the worker's intake), ``on_end_us_llm_span`` (a ``chat``
-    span without content) and ``on_end_us_plain_span`` (no GenAI attributes). Each figure is
-    the best of several passes over distinct spans (noise only adds time), in CPU time of the
-    calling thread (``time.thread_time_ns``): what ``on_end`` itself costs, not the time it
-    waits for the GIL while the worker drains the intake (that moved work is in the wall-time
-    figures of ``hot_path``)."""
+    scoring processor (both scorers, sampling 1, a judge that never answers; ``_full_queue``: with a
+    queue of 50 runs, full, so nearly every run is decided on the calling thread and dropped,
+    counted) and for the SDK's ``BatchSpanProcessor`` on the same ended spans:
+    ``on_end_us_agent_span`` (an ``invoke_agent`` span: handed to the worker's intake),
+    ``on_end_us_llm_span`` (a ``chat`` span without content) and ``on_end_us_plain_span`` (no GenAI
+    attributes). Each figure is the best of several passes over distinct spans (noise only adds
+    time), in CPU time of the calling thread (``time.thread_time_ns``): what ``on_end`` itself
+    costs, not the time it waits for the GIL while the worker drains the intake (that moved work is
+    in the wall-time figures of ``hot_path``)."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
@@ -765,7 +768,7 @@ BENCHES = {"hot_path_instructions": bench_hot_path_instructions,
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller sizes (under a minute)")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (under 3 minutes)")
     parser.add_argument("--only", default=",".join(BENCHES), help="comma list of benchmarks")
     args = parser.parse_args(argv)
     started = time.monotonic()

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", [
-    ["ruff", "check", "otel_scorers", "tests", "examples"],
+    ["ruff", "check", "otel_scorers", "tests", "examples", "bench"],
     ["mypy"],
 ], ids=["ruff", "mypy"])
 def test_static_checks(command: list[str]) -> None:
