@@ -74,9 +74,16 @@ def measure(tree: Path, seconds: float) -> dict[str, float]:
 
 
 def archive(rev: str, into: Path) -> Path:
-    """``rev``'s tree, extracted under ``into``."""
+    """``rev``'s tree, extracted under ``into`` (``rev`` resolved to a commit first, so that
+    nothing in it is read as an option of git's)."""
+    commit = subprocess.run(["git", "rev-parse", "--verify", "--end-of-options",
+                             f"{rev}^{{commit}}"], cwd=ROOT, capture_output=True, text=True,
+                            check=False)
+    if commit.returncode != 0:
+        raise SystemExit(f"compare: {rev!r} is not a commit of this repository")
     tar = into / "base.tar"
-    subprocess.run(["git", "archive", "--format=tar", "-o", str(tar), rev], cwd=ROOT, check=True)
+    subprocess.run(["git", "archive", "--format=tar", "-o", str(tar), commit.stdout.strip()],
+                   cwd=ROOT, check=True)
     tree = into / "base"
     tree.mkdir()
     with tarfile.open(tar) as archived:
