@@ -21,6 +21,7 @@ GEN_AI_EVALUATION_EVALUATOR_TYPE: Final = "gen_ai.evaluation.evaluator.type"
 ERROR_TYPE: Final = "error.type"
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
 GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+SERVICE_VERSION: Final = "service.version"
 GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
 GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
 GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
@@ -98,6 +99,8 @@ ATTR_AGENT_NAME: Final = "agent.name"
 ATTR_EVALUATED_SPAN_ID: Final = "evaluated.span_id"
 ATTR_EVALUATED_SPAN_NAME: Final = "evaluated.span_name"
 ATTR_CAPTURE_SOURCE: Final = "capture.source"    # which convention the run was read from
+#: the version of what was evaluated (resource service.version, or the capture.version key)
+ATTR_VERSION: Final = "version"
 # A session evaluation (the whole conversation, reported on its last turn's span)
 ATTR_SESSION_ID: Final = "session.id"            # the session key (also gen_ai.conversation.id)
 ATTR_SESSION_SCOPE: Final = "session.scope"      # what scopes the key (service.name)
@@ -183,6 +186,7 @@ M_SOURCE: Final = "source"
 M_EXPECTED: Final = "expected"
 M_TRUNCATED: Final = "truncated"
 M_JUDGED: Final = "judged"
+M_VERSION: Final = "version"
 
 SCORE_BUCKETS: Final = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 JUDGE_DURATION_BUCKETS: Final = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 80.0)

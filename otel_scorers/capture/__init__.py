@@ -24,11 +24,12 @@ Nothing here raises: a span without usable content yields ``Captured.run is None
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from otel_scorers import names as n
 from otel_scorers import safe_json
 from otel_scorers.capture.conventions import (
     AGENT_NAME_KEYS,
@@ -57,7 +58,7 @@ from otel_scorers.scorers.run import Message, RunLike, ScorerRun
 from otel_scorers.scorers.steps import StepCounts
 
 __all__ = ["CaptureMapping", "Captured", "Extractor", "Limits", "agent_name", "attribute_dict",
-           "capture_span"]
+           "capture_span", "version_of"]
 
 #: A user function that reads a run from a span itself (``None``: nothing to judge).
 Extractor = Callable[[ReadableSpan], "RunLike | None"]
@@ -86,6 +87,9 @@ class CaptureMapping:
     output: str | None = None
     system: str | None = None
     agent: str | None = None
+    #: the version of what was evaluated (an agent or prompt version): read from the span's
+    #: attributes, then its resource's; unset: the resource's ``service.version``
+    version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,8 @@ class Captured:
     #: pieces under the span that belong to nested agent spans (per-agent evaluation): a run
     #: with no steps of its own is then right to have none (its agents' steps are theirs)
     nested: int = 0
+    #: the version of what was evaluated (:func:`version_of`), the metrics' ``version`` label
+    version: str | None = None
 
 
 def agent_name(span: ReadableSpan, mapping: CaptureMapping | None = None, *,
@@ -115,6 +121,29 @@ def agent_name(span: ReadableSpan, mapping: CaptureMapping | None = None, *,
         if isinstance(value, str) and value.strip():
             return value.strip()[:128]
     return agent_from_span_name(attrs, span.name if span_name is None else span_name)
+
+
+#: The longest version string kept (a version is a label value, never free text).
+MAX_VERSION_CHARS = 64
+
+
+def version_of(span: ReadableSpan, mapping: CaptureMapping | None = None, *,
+               attributes: Mapping[str, Any] | None = None) -> str | None:
+    """The version of what ``span`` ran: the mapping's ``version`` key on the span, then on
+    its resource; without one, the resource's ``service.version``. Text only, stripped and
+    bounded (:data:`MAX_VERSION_CHARS`): a number or a list is no version."""
+    resource = getattr(getattr(span, "resource", None), "attributes", None) or {}
+    if mapping is not None and mapping.version:
+        attrs = attributes if attributes is not None else (span.attributes or {})
+        places: tuple[Mapping[str, Any], ...] = (attrs, resource)
+        key = mapping.version
+    else:
+        places, key = (resource,), n.SERVICE_VERSION
+    for place in places:
+        value = place.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:MAX_VERSION_CHARS]
+    return None
 
 
 def run_id(span: ReadableSpan) -> str:
@@ -148,9 +177,10 @@ def capture_span(span: ReadableSpan, *, attributes: Mapping[str, Any] | None = N
     limits = limits or Limits()
     attrs: Mapping[str, Any] = attributes if attributes is not None else (span.attributes or {})
     agent = agent_name(span, mapping, attributes=attrs) or agent
+    version = version_of(span, mapping, attributes=attrs)
     try:
         if extractor is not None:
-            return _from_extractor(span, extractor, agent, rubric)
+            return replace(_from_extractor(span, extractor, agent, rubric), version=version)
         own = _collect(attrs, mapping, limits)
         own_records = (*records, *span_records(original_events(span)))
         if own_records:
@@ -177,7 +207,7 @@ def capture_span(span: ReadableSpan, *, attributes: Mapping[str, Any] | None = N
                     system_messages=tuple(found.systems), output=tuple(_text_only(found.outputs)),
                     request_context=context, steps=taken, steps_dropped=dropped,
                     step_counts=counts, tools=tools)
-    return Captured(run, source=source, agent=agent, nested=nested)
+    return Captured(run, source=source, agent=agent, nested=nested, version=version)
 
 
 def _missing(found: Found, calls: Sequence[tuple[Piece, Found]], nested: int, name: str,

@@ -131,6 +131,10 @@ CORE_PARAMS: tuple[Param, ...] = (
     P("capture.output", None, "your own attribute holding the answer"),
     P("capture.system", None, "your own attribute holding the instructions"),
     P("capture.agent", None, "your own attribute holding the agent name"),
+    P("capture.version", "OTEL_SCORERS_CAPTURE_VERSION", "the attribute holding the version "
+      "of what was evaluated (an agent or prompt version; on the span, else its resource): "
+      "the metrics' `version` label and the evaluation span's `otel_scorers.version`, which "
+      "the drop alerts name; unset: the resource's `service.version`"),
     P("sessions.key_attributes", "OTEL_SCORERS_SESSION_KEY", "attributes holding the session "
       "key of an interaction, first found wins (comma list)"),
     P("sessions.scope_attributes", "OTEL_SCORERS_SESSION_SCOPE", "resource attributes that "

@@ -243,6 +243,7 @@ class CaptureSettings(StrictModel):
     output: str | None = None
     system: str | None = None
     agent: str | None = None
+    version: str | None = None
 
 
 def _default_scorers() -> list[ScorerSettings]:

@@ -10,6 +10,13 @@ caps multiply (100 agents x 100 criteria x verdicts), so each instrument also ke
 :data:`MAX_SERIES` attribute sets: past that, a new set records with its agent and criterion
 as ``"_other"`` (``label="series"`` in the overflow counter), and the series stay bounded.
 
+Versions: the score, evaluation, criterion and tool-call instruments carry ``version``, the
+version of what was evaluated (the resource's ``service.version``, or the ``capture.version``
+attribute): the drop alerts name the version a drop started with. A process usually runs one;
+a gateway sees many over time, so the :data:`MAX_VERSIONS` most recently seen are kept per
+processor and the least recently seen gives way to a new one (a version seen again after that
+is new again; each such change counted, ``label="version"``): a new deploy is never folded away.
+
 Exemplars: the scores, pass verdicts and criterion verdicts of an evaluation are recorded in the
 context of the evaluated span, so the SDK's exemplar filter (trace-based, the default) keeps the
 trace id of the run behind a sample: a low-score bucket or a failure counter links to the traces
@@ -42,8 +49,10 @@ MAX_SERIES = 2_000
 #: Distinct evaluator fingerprints in metric labels (a rubric per span makes one per rubric);
 #: more count as ``_other``.
 MAX_FINGERPRINTS = 50
+#: Distinct versions in metric labels, the most recently seen (see the module docstring).
+MAX_VERSIONS = 20
 #: The labels that come from the application and are folded past :data:`MAX_SERIES`.
-_FOLDED = (n.M_AGENT, n.M_CRITERION, n.M_TOOL, n.M_JUDGE_FINGERPRINT)
+_FOLDED = (n.M_AGENT, n.M_CRITERION, n.M_TOOL, n.M_JUDGE_FINGERPRINT, n.M_VERSION)
 
 
 class ScorerMetrics:
@@ -149,6 +158,7 @@ class ScorerMetrics:
         self._agents: set[str] = set()
         self._tools: set[str] = set()
         self._fingerprints: set[str] = set()
+        self._versions: dict[str, None] = {}  # insertion order: least recently seen first
         self._series: dict[str, set[tuple[tuple[str, Any], ...]]] = {}
         self._lock = threading.Lock()
         if queue_depth is not None:
@@ -174,17 +184,19 @@ class ScorerMetrics:
         self.sink_results.add(count, {n.M_SINK: sink, n.M_OUTCOME: outcome,
                                       n.M_REASON: reason or "none"})
 
-    def steps(self, steps: Sequence[Step], agent: str | None) -> None:
+    def steps(self, steps: Sequence[Step], agent: str | None,
+              version: str | None = None) -> None:
         """Record the tool calls of an evaluated run (once per run, whatever its scorers):
         ``outcome`` ``ok`` or ``error``; tool names past ``max_criteria_series`` fold."""
         agent_label = self._capped(self._agents, agent or "unknown", self._max_agents, "agent")
+        version_label = self._version(version)
         for step in steps:
             if step.kind != "tool":
                 continue
             tool = self._capped(self._tools, step.name, self._max_criteria, "tool")
             self.tool_calls.add(1, self._bounded(n.METRIC_TOOL_CALLS, {
                 n.M_AGENT: agent_label, n.M_TOOL: tool,
-                n.M_OUTCOME: "error" if step.failed else "ok"}))
+                n.M_OUTCOME: "error" if step.failed else "ok", n.M_VERSION: version_label}))
 
     def dropped_turns(self, reason: str, count: int) -> None:
         self.turns_dropped.add(count, {n.M_REASON: reason})
@@ -193,11 +205,11 @@ class ScorerMetrics:
         self.sessions_evicted.add(1, {n.M_JUDGED: str(judged).lower()})
 
     def result(self, result: ScoreResult, agent: str | None, *, turns: int | None = None,
-               evaluated: SpanContext | None = None) -> None:
+               evaluated: SpanContext | None = None, version: str | None = None) -> None:
         """Record a completed evaluation (scored, cached or failed); ``turns``: a session
         evaluation of that many turns (its score and verdict go to the session instruments);
         ``evaluated``: the evaluated span, the context its samples are recorded in (their
-        exemplars' trace id)."""
+        exemplars' trace id); ``version``: the version of what was evaluated."""
         context: Context | None = None if evaluated is None else trace.set_span_in_context(
             NonRecordingSpan(evaluated), Context())
         base: dict[str, Any] = {n.M_SCORER: result.scorer,
@@ -233,10 +245,11 @@ class ScorerMetrics:
             return
         # the judge model and the evaluator's fingerprint on every score: two judges (or two
         # rubrics) are two series, never averaged into one
+        version_label = self._version(version)
         labelled = {**base, n.M_LABEL: result.label or "none", n.M_JUDGE_MODEL: model,
                     n.M_JUDGE_FINGERPRINT: self._capped(
                         self._fingerprints, evaluator.fingerprint if evaluator else "none",
-                        MAX_FINGERPRINTS, "judge_fingerprint")}
+                        MAX_FINGERPRINTS, "judge_fingerprint"), n.M_VERSION: version_label}
         passed = "none" if result.passed is None else str(result.passed).lower()
         if turns is None:
             self.score.record(result.score / result.scale,
@@ -254,10 +267,12 @@ class ScorerMetrics:
             self.session_turns.record(turns, self._bounded(n.METRIC_SESSION_TURNS, base))
         analysis = rendering(result.analysis)
         for ident, satisfied, required in analysis.verdict_rows(self._content_free):
+            # the judge model too: a judge that drifted explains its criteria's failures
+            # (Alertmanager's inhibition matches on it)
             self.verdicts.add(1, self._bounded(n.METRIC_CRITERION_VERDICTS, {
                 **base, n.M_CRITERION: self._criterion(result.scorer, ident),
-                n.M_SATISFIED: str(satisfied).lower(), n.M_REQUIRED: str(required).lower()}),
-                context=context)
+                n.M_SATISFIED: str(satisfied).lower(), n.M_REQUIRED: str(required).lower(),
+                n.M_JUDGE_MODEL: model, n.M_VERSION: version_label}), context=context)
         for side, dimension, score in analysis.dimension_rows(result.mode):
             self.dimensions.record(score, self._bounded(n.METRIC_DIMENSION_SCORE, {
                 **base, n.M_SIDE: side, n.M_DIMENSION: dimension}))
@@ -277,6 +292,25 @@ class ScorerMetrics:
                 return attrs
         self.overflow.add(1, {n.M_LABEL: "series"})
         return {key: (OTHER if key in _FOLDED else value) for key, value in attrs.items()}
+
+    def _version(self, version: str | None) -> str:
+        """``version``'s label (``none`` without one), keeping the :data:`MAX_VERSIONS` most
+        recently seen: a new one past them takes the place of the least recently seen."""
+        if version is None:
+            return "none"
+        with self._lock:
+            versions = self._versions
+            if version in versions:
+                if next(reversed(versions)) != version:  # the newest stays last
+                    del versions[version]
+                    versions[version] = None
+                return version
+            versions[version] = None
+            if len(versions) <= MAX_VERSIONS:
+                return version
+            del versions[next(iter(versions))]
+        self.overflow.add(1, {n.M_LABEL: "version"})
+        return version
 
     def _criterion(self, scorer: str, criterion: str) -> str:
         with self._lock:

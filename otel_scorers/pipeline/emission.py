@@ -126,7 +126,10 @@ class Emission:
 
     def _send(self, slot: Slot, subject: Subject, captured: Captured, result: ScoreResult,
               start_ns: int, extra: Mapping[str, Any] | None, turns: int | None) -> None:
-        self.metrics.result(result, captured.agent, turns=turns, evaluated=subject.context)
+        self.metrics.result(result, captured.agent, turns=turns, evaluated=subject.context,
+                            version=captured.version)
+        if captured.version is not None:  # the drop alerts' links search by it
+            extra = {**(extra or {}), n.PREFIX + n.ATTR_VERSION: captured.version}
         self.emitter.emit(subject, result, agent=captured.agent, source=captured.source,
                           start_ns=start_ns, end_ns=time.time_ns(), extra=extra)
         if self.sinks is not None and result.score is not None:

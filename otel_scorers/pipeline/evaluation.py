@@ -124,7 +124,8 @@ class Evaluation:
             return []
         if captured.run.steps:
             try:
-                self.emission.metrics.steps(captured.run.steps, captured.agent)
+                self.emission.metrics.steps(captured.run.steps, captured.agent,
+                                            captured.version)
             except Exception:
                 self.emission.log_once("emit", "otel-scorers could not emit an evaluation "
                                                "result")

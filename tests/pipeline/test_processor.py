@@ -106,7 +106,7 @@ def test_metrics(telemetry: Telemetry, make_processor: Any,
         for attrs, _ in points:
             for key, val in attrs.items():  # low cardinality: no ids, no free text
                 assert key in {"scorer", "label", "passed", "agent", "judge_model", "criterion",
-                               "judge_fingerprint", "truncated",
+                               "judge_fingerprint", "truncated", "version",
                                "satisfied", "required", "dimension", "side", "decision",
                                "reason", "error_type", "outcome", "token_type",
                                "service_tier"}, (name, key)
