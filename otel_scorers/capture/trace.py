@@ -21,9 +21,18 @@ covers the record's timestamp (both clocks are the application's).
 Bounded four ways, each drop counted: number of traces (oldest evicted), pieces and records
 per trace, total bytes of content (every value kind counted: strings, arrays, structured
 values), and age (``max_age_s``). Parent links of every span in a buffered trace are kept (a
-few bytes each) so descendants are found through intermediate spans that carry nothing
-themselves. Pending candidates of an evicted or expired trace are never lost silently: they
-are handed back (:meth:`TraceBuffer.take_evicted`) to be decided and their spans passed on.
+few bytes each, at most ``LINKS_PER_SPAN`` per piece allowed) so descendants are found through
+intermediate spans that carry nothing themselves. Pending candidates of an evicted or expired
+trace are never lost silently: they are handed back (:meth:`TraceBuffer.take_evicted`) to be
+decided and their spans passed on.
+
+No step is lost without a count: a piece let go past the span bound, or refused for the byte
+budget, is counted as the step it was (:meth:`TraceBuffer.cut_of`); a piece kept past the
+links bound keeps its own parent link (so a forbidden call after thousands of others is still
+placed under its agent), and a piece that cannot be placed because a link above it was not
+kept counts for every interaction of its trace (a check may then fail on a sibling's step: it
+never passes past one). Each of these makes the run's steps incomplete (``steps_dropped``),
+so a check that needs the steps themselves is not decided, never passed.
 """
 
 from __future__ import annotations
@@ -81,8 +90,33 @@ class _Trace:
     llm: set[int] = field(default_factory=set)  # span ids of LLM calls and content
     size: int = 0
     closed: bool = False
-    #: the steps of the pieces let go past the span bound (the middle of a long run)
+    #: the steps of the pieces let go past the span bound (the middle of a long run) or
+    #: refused for the byte budget
     cut: StepCounts | None = None
+    #: spans of the trace whose parent link was not kept (past the links bound)
+    unlinked: int = 0
+    #: pieces whose own link was kept past the links bound (let go with their piece)
+    own_links: set[int] = field(default_factory=set)
+
+    def count_cut(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
+        """``span`` is left out: counted as the step it was, if it was one."""
+        step = step_of_span(span, attrs)
+        if step is not None:
+            counted = StepCounts.of((step,))
+            self.cut = counted if self.cut is None else self.cut.plus(counted)
+
+
+def _unplaced(span_id: int, parents: Mapping[int, int | None], under: int) -> bool:
+    """Whether the walk up from ``span_id`` ends at a span whose link was not kept (not at a
+    root, nor at the run's span ``under``: such a piece may belong to any run of the trace)."""
+    current: int | None = span_id
+    for _ in range(64):
+        if current is None or current == under:
+            return False
+        if current not in parents:
+            return True
+        current = parents[current]
+    return True
 
 
 @dataclass(frozen=True)
@@ -155,8 +189,11 @@ class TraceBuffer:
         with self._lock:
             entry = self._entry(trace_id)
             entry.touched = time.monotonic()
-            if len(entry.parents) < self.max_spans_per_trace * LINKS_PER_SPAN:
+            linked = len(entry.parents) < self.max_spans_per_trace * LINKS_PER_SPAN
+            if linked:
                 entry.parents[context.span_id] = parent
+            elif not has_content:
+                entry.unlinked += 1
             if agent:
                 entry.agents[context.span_id] = (span.start_time or 0, span.end_time or 0)
                 if attrs is not None:
@@ -168,8 +205,16 @@ class TraceBuffer:
                                     + ROOT_GRACE_S)
                 entry.closed = True
             if has_content and attrs is not None:
-                self._add(entry, content_size(attrs), lambda: self._keep(entry, span, attrs),
-                          make_room=True)
+                kept = self._add(entry, content_size(attrs),
+                                 lambda: self._keep(entry, span, attrs), make_room=True)
+                if not kept:  # refused for the byte budget: counted as the step it was
+                    entry.count_cut(span, attrs)
+                if not linked:
+                    if kept:  # a kept piece keeps its own link, past the bound
+                        entry.parents[context.span_id] = parent
+                        entry.own_links.add(context.span_id)
+                    else:
+                        entry.unlinked += 1
             elif llm:
                 entry.llm.add(context.span_id)
 
@@ -193,9 +238,11 @@ class TraceBuffer:
             entry.touched = time.monotonic()
             if len(entry.pending) >= self.max_spans_per_trace:
                 self.dropped[Reason.SPAN_LIMIT] += 1
+                entry.unlinked += 1  # (the pieces under it cannot be placed)
                 return False
             if self._bytes + SPAN_OVERHEAD > self.max_bytes:
                 self.dropped[Reason.BYTE_LIMIT] += 1
+                entry.unlinked += 1
                 return False
             entry.parents[context.span_id] = span.parent.span_id if span.parent else None
             entry.agents[context.span_id] = (span.start_time or 0, span.end_time or 0)
@@ -270,19 +317,21 @@ class TraceBuffer:
         return entry
 
     def _add(self, entry: _Trace, size: int, keep: Any, *, count: int | None = None,
-             make_room: bool = False) -> None:
+             make_room: bool = False) -> bool:
+        """Keep a piece or a record (``keep``) within the bounds; ``False``: refused."""
         held = len(entry.spans) if count is None else count
         if held >= self.max_spans_per_trace:
             self.dropped[Reason.SPAN_LIMIT] += 1
             if not make_room:
-                return
+                return False
             self._let_go(entry)
         if self._bytes + size > self.max_bytes:
             self.dropped[Reason.BYTE_LIMIT] += 1
-            return
+            return False
         keep()
         entry.size += size
         self._bytes += size
+        return True
 
     def _let_go(self, entry: _Trace) -> None:
         """A trace at its span bound: the first half of its pieces stays (the question, the
@@ -293,18 +342,34 @@ class TraceBuffer:
         size = content_size(attrs)
         entry.size -= size
         self._bytes -= size
-        step = step_of_span(span, attrs)
-        if step is not None:
-            counted = StepCounts.of((step,))
-            entry.cut = counted if entry.cut is None else entry.cut.plus(counted)
+        entry.count_cut(span, attrs)
+        if span.context is not None and span.context.span_id in entry.own_links:
+            entry.own_links.discard(span.context.span_id)
+            entry.parents.pop(span.context.span_id, None)
 
     def cut_of(self, span: ReadableSpan) -> StepCounts | None:
-        """The steps let go past the span bound in ``span``'s trace (``None``: none)."""
+        """The steps of ``span``'s trace that no run of it sees whole (``None``: none): those
+        let go past the span bound or refused for the byte budget, and, when links were lost
+        (past the links bound), the pieces kept that cannot be placed under any span."""
         if span.context is None:
             return None
         with self._lock:
             entry = self._traces.get(span.context.trace_id)
-            return entry.cut if entry is not None else None
+            if entry is None:
+                return None
+            if not entry.unlinked:
+                return entry.cut
+            spans = list(entry.spans)
+            parents = dict(entry.parents)
+            cut = entry.cut
+        root = span.context.span_id
+        lost = [step for piece, attrs in spans if piece.context is not None
+                and _unplaced(piece.context.span_id, parents, root)
+                and (step := step_of_span(piece, attrs)) is not None]
+        if not lost:
+            return cut
+        counted = StepCounts.of(lost)
+        return counted if cut is None else cut.plus(counted)
 
     # -- reading (worker) ------------------------------------------------------------------
     def pieces_under(self, agent: ReadableSpan, *, nested_own: bool = False

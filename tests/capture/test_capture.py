@@ -275,3 +275,37 @@ def test_array_and_structured_values_count_against_the_byte_bound() -> None:
     small = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": ["x" * 1_000] * 10}
     buffer.observe(span(small, name="chat", trace_id=22, parent=1), small)
     assert 10_000 < buffer.bytes < 20_000
+
+
+def tool_span(trace_id: int, parent: int, name: str, result: str = "ok") -> ReadableSpan:
+    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+             "gen_ai.tool.call.result": result}
+    return span(attrs, name=f"execute_tool {name}", trace_id=trace_id, parent=parent)
+
+
+def test_no_step_leaves_the_buffer_without_a_count() -> None:
+    """Issue 53: a tool span refused for the byte budget was lost without a count (a check
+    on every step then passed past it); a kept piece past the links bound keeps its own link,
+    and that link goes with its piece (bounded by the pieces kept)."""
+    buffer = TraceBuffer(max_spans_per_trace=4, max_bytes=8_000)
+    agent = span({}, trace_id=31)
+    for name, result in (("lookup", "ok"), ("delete_account", "x" * 10_000)):
+        item = tool_span(31, agent.context.span_id, name, result)
+        buffer.observe(item, item.attributes, piece=True)
+    assert buffer.dropped["byte_limit"] == 1
+    cut = buffer.cut_of(agent)
+    assert cut is not None and cut.tools == {"delete_account": 1} and cut.tool_calls == 1
+
+    buffer = TraceBuffer(max_spans_per_trace=2)  # 16 links, 2 pieces
+    agent = span({}, trace_id=32)
+    for index in range(10):
+        item = tool_span(32, agent.context.span_id, f"tool{index}")
+        buffer.observe(item, item.attributes, piece=True)
+        if index == 0:  # links of spans that carry nothing fill the bound
+            for _ in range(40):
+                buffer.observe(span({}, trace_id=32, parent=agent.context.span_id), None)
+    pieces, _ = buffer.pieces_under(agent)
+    assert {p.name for p in pieces} == {"execute_tool tool0", "execute_tool tool9"}
+    assert len(buffer.links(agent)) <= 16 + 2
+    cut = buffer.cut_of(agent)  # the eight let go, counted; the two kept are placed
+    assert cut is not None and cut.tool_calls == 8 and "tool9" not in cut.tools

@@ -185,6 +185,51 @@ def test_a_forbidden_call_after_the_200th_step_still_fails(
     assert limits["otel_scorers.criterion.max_tool_calls_300.satisfied"] is False
 
 
+def turns_run(telemetry: Telemetry, harmless: int, last: str) -> None:
+    """An agent whose every call is under a "turn" span of its own (no attributes: a parent
+    link only), ``harmless`` lookups then ``last``."""
+    tracer = telemetry.tracer()
+    with tracer.start_as_current_span("invoke_agent ops", attributes=genai_attributes(
+            prompt="Tidy my account", answer="Done.", agent="ops")):
+        for index in [*range(harmless), -1]:
+            name = last if index < 0 else "lookup"
+            with tracer.start_as_current_span("turn"), tracer.start_as_current_span(
+                    f"execute_tool {name}", attributes={
+                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+                        "gen_ai.tool.call.arguments": json.dumps({"page": index})}):
+                pass
+
+
+@pytest.mark.parametrize("shape", ["calls", "turns"])
+def test_a_forbidden_call_after_5000_others_fails_past_the_links_bound(
+        make_processor: Any, telemetry: Telemetry, shape: str) -> None:
+    """Issue 53: past the trace buffer's bound on parent links (2,048 per trace), the last
+    call's link was not kept, so it was placed under no run and did_not_call passed. A kept
+    piece keeps its own link ("calls"); a piece under a span whose link was lost ("turns")
+    counts for the runs of its trace. Either way the check fails, and a check that needs
+    the steps themselves is not decided (steps_truncated), never a pass."""
+    from otel_scorers import ChecksScorer, TrajectoryScorer
+
+    processor = make_processor([
+        TrajectoryScorer(blacklist=["delete_account"], name="trajectory"),
+        ChecksScorer(["did_not_call delete_account"], name="limits"),
+        ChecksScorer(["tool_order delete_account, lookup"], name="order")])
+    (long_run if shape == "calls" else turns_run)(telemetry, 5_000, "delete_account")
+    assert processor.force_flush(60_000)
+    spans = {s.attributes["gen_ai.evaluation.name"]: s.attributes
+             for s in telemetry.evaluation_spans()}
+    assert spans["limits"]["otel_scorers.pass"] is False
+    assert "delete_account was called 1 time(s)" in spans["limits"][
+        "gen_ai.evaluation.explanation"]
+    if shape == "calls":  # seen as the last step: the blacklist sees it too
+        assert spans["trajectory"]["otel_scorers.pass"] is False
+    else:
+        assert spans.get("trajectory", {}).get("otel_scorers.pass") is not True
+    assert "order" not in spans
+    assert processor.health()["scorers"]["order"]["decisions"]["filtered"] == {
+        "steps_truncated": 1}
+
+
 @pytest.mark.parametrize("hostile", ["[" * 1024, "[" * 5000 + "]" * 5000, "{\"a\":" * 3000])
 def test_one_hostile_tool_value_is_one_unreadable_step_the_run_still_scored(
         make_processor: Any, telemetry: Telemetry, hostile: str) -> None:
