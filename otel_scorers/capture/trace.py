@@ -41,94 +41,33 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_scorers.capture.conventions import CONTENT_KEYS, value_size
 from otel_scorers.capture.interactions import Candidate
-from otel_scorers.capture.kinds import AGENT, LLM, span_kind
+from otel_scorers.capture.kinds import AGENT, LLM
 from otel_scorers.capture.logs import RecordContent
 from otel_scorers.capture.pieces import Piece, pieces_under
 from otel_scorers.capture.steps import step_of_span
+from otel_scorers.capture.trace_entry import (
+    CONTENT_KEY_SET,
+    SPAN_OVERHEAD,
+    Pending,
+    TraceEntry,
+    content_size,
+    llm_content,
+    unplaced,
+)
 from otel_scorers.names import Reason
 from otel_scorers.scorers.steps import StepCounts
 
 __all__ = ["CONTENT_KEY_SET", "Pending", "TraceBuffer"]
 
-SPAN_OVERHEAD = 512
-CONTENT_KEY_SET = frozenset(CONTENT_KEYS)
 #: Seconds a trace stays buffered after its (unselected) root span ended.
 ROOT_GRACE_S = 30.0
 #: Parent links kept per trace, per content span allowed (chains and tools between them).
 LINKS_PER_SPAN = 8
-
-
-def _llm_content(attrs: Mapping[str, Any]) -> bool:
-    """A kept span's content is an LLM call's (its kind, or content attributes)."""
-    return span_kind(attrs) in (LLM, None) or not CONTENT_KEY_SET.isdisjoint(attrs)
-
-
-def content_size(attrs: Mapping[str, Any]) -> int:
-    """Bytes a content span holds in the buffer: every attribute value, of any kind."""
-    return SPAN_OVERHEAD + sum(len(key) + value_size(value) for key, value in attrs.items())
-
-
-@dataclass
-class _Trace:
-    created: float
-    touched: float = 0.0
-    spans: list[tuple[ReadableSpan, Mapping[str, Any]]] = field(default_factory=list)
-    records: dict[int, list[RecordContent]] = field(default_factory=dict)
-    record_count: int = 0
-    parents: dict[int, int | None] = field(default_factory=dict)
-    agents: dict[int, tuple[int, int]] = field(default_factory=dict)  # span id -> start, end
-    #: the agent spans' attributes (the same mappings the candidates hold): their names
-    agent_attrs: dict[int, Mapping[str, Any]] = field(default_factory=dict)
-    pending: list[Candidate] = field(default_factory=list)
-    llm: set[int] = field(default_factory=set)  # span ids of LLM calls and content
-    size: int = 0
-    closed: bool = False
-    #: the steps of the pieces let go past the span bound (the middle of a long run) or
-    #: refused for the byte budget
-    cut: StepCounts | None = None
-    #: spans of the trace whose parent link was not kept (past the links bound)
-    unlinked: int = 0
-    #: pieces whose own link was kept past the links bound (let go with their piece)
-    own_links: set[int] = field(default_factory=set)
-
-    def count_cut(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
-        """``span`` is left out: counted as the step it was, if it was one."""
-        step = step_of_span(span, attrs)
-        if step is not None:
-            counted = StepCounts.of((step,))
-            self.cut = counted if self.cut is None else self.cut.plus(counted)
-
-
-def _unplaced(span_id: int, parents: Mapping[int, int | None], under: int) -> bool:
-    """Whether the walk up from ``span_id`` ends at a span whose link was not kept (not at a
-    root, nor at the run's span ``under``: such a piece may belong to any run of the trace)."""
-    current: int | None = span_id
-    for _ in range(64):
-        if current is None or current == under:
-            return False
-        if current not in parents:
-            return True
-        current = parents[current]
-    return True
-
-
-@dataclass(frozen=True)
-class Pending:
-    """A trace's pending candidates taken for resolution, with what resolving them needs."""
-
-    trace_id: int
-    candidates: tuple[Candidate, ...]
-    parents: Mapping[int, int | None]
-    llm_spans: frozenset[int]
-    #: why the trace left the buffer undecided (evicted, expired), else ``None``
-    reason: str | None = None
 
 
 class TraceBuffer:
@@ -140,7 +79,7 @@ class TraceBuffer:
         self.max_spans_per_trace = max_spans_per_trace
         self.max_bytes = max_bytes
         self.max_age_s = max_age_s
-        self._traces: OrderedDict[int, _Trace] = OrderedDict()
+        self._traces: OrderedDict[int, TraceEntry] = OrderedDict()
         #: Read-only view of the buffered trace ids (membership tests on the hot path).
         self.traces: Mapping[int, Any] = self._traces
         self._bytes = 0
@@ -219,9 +158,9 @@ class TraceBuffer:
                 entry.llm.add(context.span_id)
 
     @staticmethod
-    def _keep(entry: _Trace, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
+    def _keep(entry: TraceEntry, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
         entry.spans.append((span, attrs))
-        if span.context is not None and _llm_content(attrs):
+        if span.context is not None and llm_content(attrs):
             entry.llm.add(span.context.span_id)
 
     def add_candidate(self, candidate: Candidate) -> bool:
@@ -267,7 +206,7 @@ class TraceBuffer:
                 return None
             return self._take(trace_id, entry)
 
-    def _take(self, trace_id: int, entry: _Trace, reason: str | None = None) -> Pending:
+    def _take(self, trace_id: int, entry: TraceEntry, reason: str | None = None) -> Pending:
         pending = tuple(entry.pending)
         entry.pending = []
         entry.size -= SPAN_OVERHEAD * len(pending)
@@ -308,15 +247,15 @@ class TraceBuffer:
             self._add(entry, SPAN_OVERHEAD + content.size, keep,
                       count=entry.record_count)
 
-    def _entry(self, trace_id: int) -> _Trace:
+    def _entry(self, trace_id: int) -> TraceEntry:
         entry = self._traces.get(trace_id)
         if entry is None:
             if len(self._traces) >= self.max_traces:
                 self._evict_oldest(Reason.TRACE_LIMIT)
-            entry = self._traces[trace_id] = _Trace(created=time.monotonic())
+            entry = self._traces[trace_id] = TraceEntry(created=time.monotonic())
         return entry
 
-    def _add(self, entry: _Trace, size: int, keep: Any, *, count: int | None = None,
+    def _add(self, entry: TraceEntry, size: int, keep: Any, *, count: int | None = None,
              make_room: bool = False) -> bool:
         """Keep a piece or a record (``keep``) within the bounds; ``False``: refused."""
         held = len(entry.spans) if count is None else count
@@ -333,7 +272,7 @@ class TraceBuffer:
         self._bytes += size
         return True
 
-    def _let_go(self, entry: _Trace) -> None:
+    def _let_go(self, entry: TraceEntry) -> None:
         """A trace at its span bound: the first half of its pieces stays (the question, the
         first steps), the oldest of the rest makes room (so the last ones, the answer and the
         last steps, are kept), and what it was is counted (its step: a tool's name, a
@@ -364,7 +303,7 @@ class TraceBuffer:
             cut = entry.cut
         root = span.context.span_id
         lost = [step for piece, attrs in spans if piece.context is not None
-                and _unplaced(piece.context.span_id, parents, root)
+                and unplaced(piece.context.span_id, parents, root)
                 and (step := step_of_span(piece, attrs)) is not None]
         if not lost:
             return cut
