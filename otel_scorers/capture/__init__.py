@@ -39,6 +39,7 @@ from otel_scorers.capture.conventions import (
     loose_messages,
     parse_json,
 )
+from otel_scorers.capture.declared import output_schema_of, tools_of
 from otel_scorers.capture.identity import CaptureMapping, agent_name, version_of
 from otel_scorers.capture.kinds import CHAIN, HANDOFF, LLM, RETRIEVAL, TOOL
 from otel_scorers.capture.logs import (
@@ -50,7 +51,7 @@ from otel_scorers.capture.logs import (
 from otel_scorers.capture.pieces import Piece
 from otel_scorers.capture.readers import READERS
 from otel_scorers.capture.serialized import looks_like_repr
-from otel_scorers.capture.steps import steps_of, tools_of
+from otel_scorers.capture.steps import steps_of
 from otel_scorers.names import RUBRIC_ATTRIBUTE, Reason
 from otel_scorers.scorers.run import Message, RunLike, ScorerRun
 from otel_scorers.scorers.steps import StepCounts
@@ -118,7 +119,8 @@ def capture_span(span: ReadableSpan, *, attributes: Mapping[str, Any] | None = N
     ``rubric`` is a configured rubric for this run; an ``otel_scorers.rubric`` attribute on the
     span takes precedence over it. ``agent`` names the interaction's agent when its span does
     not (a workflow root); ``links`` (child -> parent span ids) tell the steps their agents;
-    ``steps=False`` leaves the steps out (no scorer reads them: capture costs less);
+    ``steps=False`` leaves the steps, the declared tools and answer schema out (no scorer
+    reads them: capture costs less);
     ``cut``: the steps of the trace's pieces let go past the buffer's bound (counted in).
     """
     limits = limits or Limits()
@@ -148,13 +150,20 @@ def capture_span(span: ReadableSpan, *, attributes: Mapping[str, Any] | None = N
     taken, dropped, counts = steps_of(pieces, {p.span_id: f for p, f in calls},
                                       _agent_namer(span, agent, pieces, links or {}),
                                       cut) if steps else ((), 0, None)
-    tools = tools_of([attrs, *(p.attributes or {} for p in pieces if p.kind == LLM)]) \
-        if steps else ()
+    declaring = [attrs, *(p.attributes or {} for p in pieces if p.kind == LLM)]
+    tools = tools_of(declaring) if steps else ()
     run = ScorerRun(run_id=run_id(span), input_messages=tuple(found.inputs),
                     system_messages=tuple(found.systems), output=tuple(_text_only(found.outputs)),
                     request_context=context, steps=taken, steps_dropped=dropped,
-                    step_counts=counts, tools=tools)
+                    step_counts=counts, tools=tools,
+                    output_schema=output_schema_of(declaring) if steps else None,
+                    duration_ns=_duration(span))
     return Captured(run, source=source, agent=agent, nested=nested, version=version)
+
+
+def _duration(span: ReadableSpan) -> int | None:
+    start, end = span.start_time, span.end_time
+    return end - start if start and end and end >= start else None
 
 
 def _missing(found: Found, calls: Sequence[tuple[Piece, Found]], nested: int, name: str,

@@ -21,22 +21,13 @@ from typing import Any
 from otel_scorers import safe_json
 from otel_scorers.capture import kinds
 from otel_scorers.capture.conventions import Found
+from otel_scorers.capture.declared import MAX_DEFINITIONS_CHARS, tools_of
 from otel_scorers.capture.pieces import Piece
 from otel_scorers.capture.serialized import read_value
 from otel_scorers.scorers.run import text_of
-from otel_scorers.scorers.steps import (
-    MAX_DOCUMENTS,
-    MAX_TOOL_DESCRIPTION_CHARS,
-    MAX_TOOLS,
-    Step,
-    StepCounts,
-    ToolCall,
-    ToolDefinition,
-    bounded,
-    clip,
-)
+from otel_scorers.scorers.steps import MAX_DOCUMENTS, Step, StepCounts, ToolCall, bounded, clip
 
-__all__ = ["step_of_span", "steps_of", "tools_of"]
+__all__ = ["step_of_span", "steps_of", "tools_of"]  # (tools_of: capture.declared's)
 
 _TOOL_NAME_KEYS = ("gen_ai.tool.name", "tool.name", "traceloop.entity.name")
 _ARGUMENT_KEYS = ("gen_ai.tool.call.arguments", "input.value", "traceloop.entity.input")
@@ -117,67 +108,6 @@ def _is_object(text: str | None) -> bool:
         return isinstance(safe_json.loads(text), dict)
     except ValueError:
         return False
-
-
-#: The longest tool-definitions value parsed (a definition list is a few KB; more is not one).
-MAX_DEFINITIONS_CHARS = 256_000
-
-
-def tools_of(attribute_sets: Sequence[Mapping[str, Any]]) -> tuple[ToolDefinition, ...]:
-    """The tools offered to the model, by name, from the attributes of the interaction's span
-    and its LLM calls: GenAI ``gen_ai.tool.definitions`` (a JSON list), OpenInference
-    ``llm.tools.N.tool.json_schema``, Traceloop ``llm.request.functions.N.name``, strands
-    ``gen_ai.agent.tools`` (names only). Each name
-    once, at most ``MAX_TOOLS``; what cannot be read is left out."""
-    found: dict[str, ToolDefinition] = {}
-    for attrs in attribute_sets:
-        for definition in _definitions(attrs):
-            name, description = _named(definition)
-            if name and name not in found and len(found) < MAX_TOOLS:
-                found[name] = ToolDefinition(
-                    name=name[:200], description=description[:MAX_TOOL_DESCRIPTION_CHARS])
-    return tuple(found.values())
-
-
-def _definitions(attrs: Mapping[str, Any]) -> list[Any]:
-    out: list[Any] = []
-    listed = _json(attrs.get("gen_ai.tool.definitions"))
-    if isinstance(listed, list):
-        out.extend(listed)
-    names = _json(attrs.get("gen_ai.agent.tools"))  # strands: the agent's tool names
-    if isinstance(names, list | tuple):
-        out.extend({"name": name} for name in names if isinstance(name, str))
-    for index in range(MAX_TOOLS):
-        schema = attrs.get(f"llm.tools.{index}.tool.json_schema")
-        name = attrs.get(f"llm.request.functions.{index}.name")
-        if schema is None and name is None:
-            break
-        if schema is not None:
-            out.append(_json(schema))
-        if isinstance(name, str):
-            out.append({"name": name, "description": attrs.get(
-                f"llm.request.functions.{index}.description")})
-    return out
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, str) and len(value) <= MAX_DEFINITIONS_CHARS:
-        try:
-            return safe_json.loads(value)
-        except ValueError:
-            return None
-    return value
-
-
-def _named(definition: Any) -> tuple[str, str]:
-    """A definition's name and description (``{"name"}`` or ``{"function": {"name"}}``)."""
-    if not isinstance(definition, Mapping):
-        return "", ""
-    function = definition.get("function")
-    source = function if isinstance(function, Mapping) else definition
-    name, description = source.get("name"), source.get("description")
-    return (name if isinstance(name, str) else "",
-            description if isinstance(description, str) else "")
 
 
 def _step(piece: Piece, found: Found | None, wrapper: bool, agent: str | None

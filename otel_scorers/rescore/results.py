@@ -44,6 +44,9 @@ def result_line(ref: RunRef, result: ScoreResult, agent: str | None,
                        "tools": [tool.model_dump(exclude_defaults=True) for tool in run.tools]}
         if run.steps_dropped:
             line["run"]["steps_dropped"] = run.steps_dropped
+        for key in ("output_schema", "duration_ns"):  # what the run declared, how long it took
+            if getattr(run, key) is not None:
+                line["run"][key] = getattr(run, key)
     return line
 
 

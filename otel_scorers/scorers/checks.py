@@ -10,7 +10,8 @@ judge call and decides the checks itself.
 A check is written in code (``called_tool("get_weather")``) or as text, its name then its
 argument: ``called_tool get_weather``, ``did_not_call delete_account``, ``tool_order search,
 summarize``, ``max_tool_calls 5``, ``no_tool_errors``, ``used_no_tools``, ``includes sunny``,
-``excludes sorry``, ``equals 42``, ``matches ^\\d+ C$``, ``no_loops 3``. Mastra's camelCase names
+``excludes sorry``, ``equals 42``, ``matches ^\\d+ C$``, ``no_loops 3`` (more checks, by family,
+are rows of :mod:`~otel_scorers.scorers.check_rows`). Mastra's camelCase names
 (``calledTool``, ``didNotCall``, ``toolOrder``, ``maxToolCalls``, ``noToolErrors``,
 ``usedNoTools``) are accepted too. Text checks come from configuration only: a rubric read from a
 span never holds one (a regular expression from application data would be an attack surface).
@@ -30,6 +31,7 @@ import regex
 
 from otel_scorers import safe_json
 from otel_scorers.errors import ConfigError, ScorerInputError
+from otel_scorers.scorers import check_rows
 from otel_scorers.scorers.analysis import CriterionVerdict
 from otel_scorers.scorers.result import ScoreResult
 from otel_scorers.scorers.run import ScorerRun
@@ -37,12 +39,9 @@ from otel_scorers.scorers.steps import Step
 
 __all__ = [
     "Check",
-    "called_tool",
-    "did_not_call",
-    "equals",
-    "excludes",
-    "includes",
-    "matches",
+    "called_tool", "did_not_call",
+    "equals", "excludes",
+    "includes", "matches",
     "max_tool_calls",
     "no_loops",
     "no_tool_errors",
@@ -75,7 +74,7 @@ class Check:
     uses_steps: bool = True
 
     def __call__(self, run: ScorerRun) -> Verdict:
-        return TESTS[self.kind](run, *self.args)
+        return (TESTS.get(self.kind) or check_rows.test(self.kind))(run, *self.args)
 
 
 def _tools(run: ScorerRun) -> tuple[str, ...]:
@@ -353,9 +352,10 @@ def parse_check(spec: str | Check) -> Check:
     name, _, arg = spec.strip().partition(" ")
     key = name.strip().rstrip(":")
     key = _ALIASES.get(key.lower().replace("_", ""), _ALIASES.get(key.lower(), key.lower()))
-    builder = _BUILDERS.get(key)
+    builder = _BUILDERS.get(key) or check_rows.builder(key)
     if builder is None:
-        raise ConfigError(f"unknown check {name!r}; known: {', '.join(sorted(_BUILDERS))}")
+        known = ", ".join(sorted([*_BUILDERS, *check_rows.names()]))
+        raise ConfigError(f"unknown check {name!r}; known: {known}")
     return builder(arg.strip())
 
 

@@ -30,6 +30,7 @@ from otel_scorers.scorers.steps import (
     ToolCall,
     ToolDefinition,
     bounded,
+    schema_text,
     steps_from_input,
     tools_from_input,
 )
@@ -81,6 +82,10 @@ class ScorerRun(BaseModel):
     tools: tuple[ToolDefinition, ...] = ()
     turns: tuple[Turn, ...] = ()
     session_id: str | None = None
+    #: the JSON schema the run asked its answer to fit (a response format), as JSON text
+    output_schema: str | None = None
+    #: how long the interaction took (its span's duration), when known
+    duration_ns: int | None = None
 
     # -- derived views -------------------------------------------------------------------
     @property
@@ -219,6 +224,9 @@ class ScorerRun(BaseModel):
             fields.update(steps=steps, steps_dropped=dropped, step_counts=counts)
         if tools:
             fields["tools"] = tools
+        fields["output_schema"] = schema_text(_first(data, "outputSchema", "output_schema"))
+        if isinstance(duration := _first(data, "durationNs", "duration_ns"), int):
+            fields["duration_ns"] = duration
         turns = coerce_turns(data.get("turns"))
         if turns:  # a conversation: its turns are the messages (session.session_run)
             session = _first(data, "sessionId", "session_id")

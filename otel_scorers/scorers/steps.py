@@ -13,14 +13,15 @@ decided (``steps_truncated``), never passed.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-__all__ = ["MAX_FIELD_CHARS", "MAX_INPUT_STEPS", "MAX_STEPS", "MAX_TOOLS", "Step", "StepCounts",
-           "StepKind", "ToolCall", "ToolDefinition", "bounded", "clip", "steps_from_input",
-           "tools_from_input"]
+__all__ = ["MAX_FIELD_CHARS", "MAX_INPUT_STEPS", "MAX_STEPS", "MAX_TOOLS", "MAX_TOOL_SCHEMA_CHARS",
+           "SCHEMA_OVER_LIMIT", "Step", "StepCounts", "StepKind", "ToolCall", "ToolDefinition",
+           "bounded", "clip", "schema_text", "steps_from_input", "tools_from_input"]
 
 #: Characters kept of a step's arguments, result, error or document.
 MAX_FIELD_CHARS = 4_000
@@ -31,6 +32,8 @@ MAX_DOCUMENTS = 20
 #: Tool definitions kept per run, and characters of each description.
 MAX_TOOLS = 64
 MAX_TOOL_DESCRIPTION_CHARS = 500
+#: Characters of a tool's parameters schema kept (a longer one is not kept: not checked).
+MAX_TOOL_SCHEMA_CHARS = 64_000
 
 StepKind = Literal["llm", "tool", "retrieval", "handoff"]
 
@@ -54,12 +57,15 @@ class ToolCall(BaseModel):
 
 class ToolDefinition(BaseModel):
     """A tool the agent could call (``gen_ai.tool.definitions``, OpenInference ``llm.tools``,
-    Traceloop ``llm.request.functions``): its name and what it is for."""
+    Traceloop ``llm.request.functions``): its name, what it is for, and the JSON schema of its
+    parameters as the run declared it (JSON text, :func:`schema_text`; ``None``: none
+    declared)."""
 
     model_config = ConfigDict(frozen=True)
 
     name: str
     description: str = ""
+    parameters: str | None = None
 
 
 class Step(BaseModel):
@@ -203,8 +209,30 @@ def steps_from_input(value: Any) -> tuple[Step, ...]:
         raise TypeError(f"invalid step ({where}: {first['msg']})") from None
 
 
+#: What stands for a declared schema past :data:`MAX_TOOL_SCHEMA_CHARS` (then its length): a
+#: check reading it says the schema is over the limit (never that none was declared).
+SCHEMA_OVER_LIMIT = "\x00over the limit:"
+
+
+def schema_text(schema: Any) -> str | None:
+    """A declared JSON schema (a mapping or JSON text) as JSON text; past
+    :data:`MAX_TOOL_SCHEMA_CHARS` characters, :data:`SCHEMA_OVER_LIMIT` and its length (not
+    kept); ``None`` for anything that is not a JSON object."""
+    if isinstance(schema, Mapping):
+        try:
+            schema = json.dumps(schema, separators=(",", ":"))
+        except (TypeError, ValueError, RecursionError):
+            return None
+    if not isinstance(schema, str) or not schema.lstrip().startswith("{"):
+        return None
+    if len(schema) > MAX_TOOL_SCHEMA_CHARS:
+        return f"{SCHEMA_OVER_LIMIT}{len(schema)}"
+    return schema
+
+
 def tools_from_input(value: Any) -> tuple[ToolDefinition, ...]:
-    """``tools``: names, or ``{"name", "description"}`` mappings, of the tools the agent had."""
+    """``tools``: names, or ``{"name", "description", "parameters"}`` mappings, of the tools
+    the agent had (``parameters``: their JSON schema, as a mapping or JSON text)."""
     if value is None:
         return ()
     if not isinstance(value, Sequence) or isinstance(value, str | bytes | bytearray):
@@ -214,8 +242,10 @@ def tools_from_input(value: Any) -> tuple[ToolDefinition, ...]:
         if isinstance(item, str):
             out.append(ToolDefinition(name=item))
         elif isinstance(item, Mapping) and isinstance(item.get("name"), str):
+            schema = item.get("parameters")
             out.append(ToolDefinition(name=item["name"],
-                                      description=str(item.get("description") or "")))
+                                      description=str(item.get("description") or ""),
+                                      parameters=schema_text(schema)))
         else:
             raise TypeError("'tools' must be a list of tool names or {name, description}")
     return tuple(out)

@@ -1,0 +1,242 @@
+"""JSON Schema validation that a hostile schema or answer cannot turn against the worker.
+
+Validated with the ``jsonschema`` library (the draft a schema's ``$schema`` names, Draft 7 and
+2020-12 among them; 2020-12 when it names none), within these bounds:
+
+- a schema of at most :data:`MAX_SCHEMA_CHARS` characters nested at most
+  :data:`MAX_SCHEMA_DEPTH` deep, an instance (an answer, a tool call's arguments) of at most
+  :data:`MAX_INSTANCE_CHARS`: past one, :class:`SchemaBoundError` naming the limit (the checks
+  report it as an ``invalid_input`` error result, never a pass);
+- no ``$ref`` is ever fetched: the registry refuses every retrieval (a remote reference is an
+  error naming it); references inside the schema (``#/$defs/...``) and the drafts'
+  meta-schemas resolve as usual;
+- one validation takes at most :data:`VALIDATION_BUDGET_S` (the budget ``matches`` already
+  has): every keyword checks the deadline, ``pattern`` and ``patternProperties`` search with
+  the ``regex`` module under the time left (a pattern with nested repeats gives up instead of
+  backtracking for minutes), ``uniqueItems`` is linear (the library's fallback is quadratic);
+  a ``$ref`` cycle that recurses without end is an error too.
+
+What a failure says names its path, the keyword and the schema's value (clipped), never the
+answer's value at that path: the reason lands on spans and in backends.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import regex
+from jsonschema import (  # type: ignore[import-untyped]
+    ValidationError,
+    exceptions,
+    validators,
+)
+from referencing import Registry
+from referencing.exceptions import NoSuchResource, Unresolvable
+
+from otel_scorers import safe_json
+from otel_scorers.errors import ScorerInputError
+from otel_scorers.scorers.checks import MATCH_TIMEOUT_S
+from otel_scorers.scorers.steps import MAX_TOOL_SCHEMA_CHARS, SCHEMA_OVER_LIMIT
+
+__all__ = ["MAX_INSTANCE_CHARS", "MAX_SCHEMA_CHARS", "MAX_SCHEMA_DEPTH", "VALIDATION_BUDGET_S",
+           "SchemaBoundError", "compiled", "failures"]
+
+#: The longest schema read (characters of its JSON), the same bound capture keeps.
+MAX_SCHEMA_CHARS = MAX_TOOL_SCHEMA_CHARS
+#: The deepest a schema may nest (objects and lists).
+MAX_SCHEMA_DEPTH = 32
+#: The longest instance validated (an answer, a tool call's arguments).
+MAX_INSTANCE_CHARS = 256_000
+#: The longest one validation may take (seconds): the regular-expression budget.
+VALIDATION_BUDGET_S = MATCH_TIMEOUT_S
+#: Failures named in a reason (the rest counted).
+MAX_FAILURES_SHOWN = 3
+
+
+class SchemaBoundError(ScorerInputError):
+    """A schema or an instance past a bound, a schema that is not one, a reference that is not
+    resolved, or a validation over its budget: not decided (``invalid_input``)."""
+
+
+def _refuse(uri: str) -> Any:
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
+
+
+#: Every retrieval refused: nothing outside the schema is ever fetched.
+_REGISTRY: Registry[Any] = Registry(retrieve=_refuse)  # type: ignore[call-arg]
+_DEADLINE: contextvars.ContextVar[float] = contextvars.ContextVar("schema_deadline",
+                                                                  default=0.0)
+
+
+class _OverBudget(Exception):
+    pass
+
+
+def _left() -> float:
+    left = _DEADLINE.get() - time.monotonic()
+    if left <= 0:
+        raise _OverBudget
+    return left
+
+
+def _timed(keyword: Callable[..., Any]) -> Callable[..., Iterator[Any]]:
+    def timed(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        _left()
+        yield from keyword(validator, value, instance, schema) or ()
+    return timed
+
+
+def _search(pattern: str, text: str) -> bool:
+    try:
+        found = _regex(pattern).search(text, concurrent=True, timeout=_left())
+    except TimeoutError:
+        raise _OverBudget from None
+    return found is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _regex(pattern: str) -> Any:
+    return regex.compile(pattern, flags=regex.VERSION0)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    if validator.is_type(instance, "string") and not _search(pattern, instance):
+        yield ValidationError(f"does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any
+                        ) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _canonical(value: Any) -> str:
+    """A JSON value's text with key order ignored and 1.0 written as 1 (JSON Schema equality;
+    ``true`` stays apart from ``1``)."""
+    def norm(item: Any) -> Any:
+        if isinstance(item, float) and item.is_integer():
+            return int(item)
+        if isinstance(item, dict):
+            return {key: norm(inner) for key, inner in item.items()}
+        if isinstance(item, list):
+            return [norm(inner) for inner in item]
+        return item
+    return json.dumps(norm(value), sort_keys=True)
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen: set[str] = set()
+    for index, item in enumerate(instance):
+        if index % 256 == 0:
+            _left()
+        key = _canonical(item)
+        if key in seen:
+            yield ValidationError("has non-unique elements")
+            return
+        seen.add(key)
+
+
+def _depth(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests at most ``limit`` deep (iterative: no recursion to exhaust)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return False
+            stack.extend((inner, depth + 1)
+                         for inner in (item.values() if isinstance(item, dict) else item))
+    return True
+
+
+@functools.lru_cache(maxsize=64)
+def compiled(schema_text: str) -> Any:
+    """A validator for the schema ``schema_text`` (JSON text), within the bounds above;
+    :class:`SchemaBoundError` for one past them or one that is not a schema."""
+    size = (int(schema_text[len(SCHEMA_OVER_LIMIT):]) if schema_text.startswith(SCHEMA_OVER_LIMIT)
+            else len(schema_text))
+    if size > MAX_SCHEMA_CHARS:
+        raise SchemaBoundError(f"the schema has {size} characters, over the limit of "
+                               f"{MAX_SCHEMA_CHARS} (MAX_SCHEMA_CHARS)")
+    try:
+        schema = safe_json.loads(schema_text)
+    except ValueError as exc:
+        raise SchemaBoundError(f"the schema is not JSON: {exc}") from None
+    if not isinstance(schema, dict | bool):
+        raise SchemaBoundError("the schema is not a JSON object")
+    if not _depth(schema, MAX_SCHEMA_DEPTH):
+        raise SchemaBoundError(f"the schema nests deeper than the limit of {MAX_SCHEMA_DEPTH} "
+                               "(MAX_SCHEMA_DEPTH)")
+    base = validators.validator_for(schema, default=validators.Draft202012Validator)
+    try:
+        base.check_schema(schema)
+    except exceptions.SchemaError as exc:
+        where = "/".join(str(part) for part in exc.path) or "the root"
+        raise SchemaBoundError(f"not a valid {base.__name__.removesuffix('Validator')} schema "
+                               f"(at {where[:80]}: {exc.validator} {_clip(exc.validator_value)})"
+                               ) from None
+    keywords = {name: _timed(keyword) for name, keyword in base.VALIDATORS.items()}
+    keywords.update(pattern=_timed(_pattern), patternProperties=_timed(_pattern_properties),
+                    uniqueItems=_timed(_unique_items))
+    return validators.extend(base, keywords)(schema, registry=_REGISTRY)
+
+
+def failures(validator: Any, instance: Any) -> list[str]:
+    """Where ``instance`` fails the schema (each failing path, at most
+    :data:`MAX_FAILURES_SHOWN`, then how many more), empty when it validates;
+    :class:`SchemaBoundError` when it cannot be decided within the bounds."""
+    token = _DEADLINE.set(time.monotonic() + VALIDATION_BUDGET_S)
+    try:
+        found = []
+        for error in validator.iter_errors(instance):
+            found.append(error)
+            if len(found) > 50:
+                break
+    except _OverBudget:
+        raise SchemaBoundError(f"validation gave up after {VALIDATION_BUDGET_S:g} s (the "
+                               "budget, VALIDATION_BUDGET_S): the schema's patterns or size "
+                               "make it too slow for this value") from None
+    except Unresolvable as exc:
+        ref = str(getattr(exc, "ref", "") or exc)[:120]
+        raise SchemaBoundError(f"the schema's $ref {ref!r} is not resolved (references are "
+                               "never fetched: inline it under $defs)") from None
+    except RecursionError:
+        raise SchemaBoundError("the schema refers to itself without end ($ref cycle)") from None
+    finally:
+        _DEADLINE.reset(token)
+    shown = [_described(error) for error in sorted(found, key=_at)[:MAX_FAILURES_SHOWN]]
+    more = len(found) - len(shown)
+    return shown + ([f"and {more}{'+' if len(found) > 50 else ''} more"] if more > 0 else [])
+
+
+def _at(error: ValidationError) -> tuple[str, ...]:
+    return tuple(str(part) for part in error.absolute_path)
+
+
+def _described(error: ValidationError) -> str:
+    """``$.items[2].city: type 'string'``: the path, the keyword and the schema's value."""
+    path = "$" + "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
+                         for part in error.absolute_path)
+    keyword = str(error.validator)
+    if keyword == "required":  # say which property is missing (a name from the schema)
+        missing = error.message.split(" is a required property")[0]
+        return f"{path[:80]}: required {missing[:60]}"
+    if keyword in ("additionalProperties", "unevaluatedProperties", "const", "enum"):
+        return f"{path[:80]}: {keyword}"
+    return f"{path[:80]}: {keyword} {_clip(error.validator_value)}"
+
+
+def _clip(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,138 @@
+"""``no_pii``: the kinds of personal data the redaction detectors know (e-mail, phone, card
+with the Luhn check) and IBAN (mod 97), IP addresses and patterns of one's own, found in the
+answer; the reason says which kind and where, and the value itself appears in no span, event,
+metric, log line or backend write of the live pipeline."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+
+import pytest
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from otel_scorers import ChecksScorer, ConfigError, checks, registry
+from otel_scorers.backends.base import Evaluated
+from otel_scorers.config.settings import StrictModel
+from otel_scorers.pipeline import ScoringSpanProcessor
+from otel_scorers.policy import ContentPolicy
+from otel_scorers.registry import Backend, option
+from otel_scorers.scorers.personal import find_pii
+from otel_scorers.scorers.run import ScorerRun
+from tests.support import Telemetry, end_agent_span
+
+EMAIL, CARD, IBAN, IP, PHONE = ("jane.doe@example.com", "4111 1111 1111 1111",
+                                "DE89 3704 0044 0532 0130 00", "203.0.113.7", "+44 20 7946 0958")
+
+
+def run_of(output: str) -> ScorerRun:
+    return ScorerRun.coerce({"input": "Who?", "output": output})
+
+
+def test_each_kind_is_found_with_where_never_what() -> None:
+    text = (f"Mail {EMAIL}, card {CARD}, IBAN {IBAN}, server {IP} or 2001:db8::1, "
+            f"phone {PHONE}.")
+    found = find_pii(text)
+    assert set(found) == {"email", "card", "iban", "ip", "phone"}, found
+    assert found["email"] == [text.index(EMAIL)] and len(found["ip"]) == 2
+    held, why = checks.parse_check("no_pii")(run_of(text))
+    assert held is False
+    for value in (EMAIL, CARD, IBAN, IP, PHONE, "2001:db8::1"):
+        assert value not in why
+    assert f"email x1 at character {text.index(EMAIL)}" in why
+
+
+def test_near_misses_are_not_personal_data() -> None:
+    text = ("Order 1234567890123 (no Luhn), DE00 3704 0044 0532 0130 00 (bad check digits), "
+            "at 12:30:45 on version 1.2.3, in room 42.")
+    assert find_pii(text) == {}
+    assert checks.parse_check("no_pii")(run_of(text))[0] is True
+
+
+def test_named_kinds_and_own_patterns() -> None:
+    check = checks.parse_check(r"no_pii email, employee=EMP-\d{4,6}")
+    assert check.id == "no_pii_email_employee"
+    held, why = check(run_of(f"EMP-12345 wrote; card {CARD}"))
+    assert held is False and "employee x1 at character 0" in why and "card" not in why
+    with pytest.raises(ConfigError, match="no_pii knows"):
+        checks.parse_check("no_pii passport")
+    with pytest.raises(ConfigError, match="not a regular expression"):
+        checks.parse_check("no_pii bad=(")
+
+
+def test_an_own_pattern_gives_up_within_the_budget() -> None:
+    result = ChecksScorer([r"no_pii slow=(a|aa)+$"]).run(run_of("a" * 5_000 + "b"))
+    assert result.error is not None and result.error.type == "invalid_input"
+    assert "gave up" in result.reason
+
+
+# -- the value appears nowhere the pipeline writes ------------------------------------------------
+WRITTEN: list[str] = []
+
+
+class TapeSettings(StrictModel):
+    on: bool = option(False, "write every result, whole, to the tape",
+                      env="OTEL_SCORERS_TAPE_ON")
+
+
+class TapeSink:
+    """A backend that keeps everything it is given, as JSON text."""
+
+    name = "tape"
+    max_batch = 10
+
+    def __init__(self, policy: ContentPolicy) -> None:
+        self.policy = policy
+
+    async def write(self, batch: Sequence[Evaluated]) -> None:
+        WRITTEN.extend(item.result.model_dump_json() + repr(item) for item in batch)
+
+
+TAPE = Backend(name="tape", title="Tape", settings=TapeSettings,
+               enabled=lambda block: bool(block.on),
+               writer=lambda block, policy: TapeSink(policy), describe=lambda block: "tape")
+
+
+@pytest.fixture
+def tape() -> Iterator[None]:
+    registry.register(TAPE)
+    WRITTEN.clear()
+    yield
+    registry.unregister("tape")
+
+
+def test_a_found_value_is_in_no_span_event_metric_log_or_backend_write(
+        tape: None, telemetry: Telemetry, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_SCORERS_TAPE_ON", "true")
+    answer = f"Write to {EMAIL} or pay {CARD} to {IBAN} from {IP}."
+    # the application's own span carries the answer; everything the scorer emits must not
+    processor = ScoringSpanProcessor(
+        [ChecksScorer(["no_pii", "max_length 10 words"])],
+        tracer_provider=telemetry.tracer_provider, meter_provider=telemetry.meter_provider,
+        logger_provider=telemetry.logger_provider)
+    assert not processor.disabled_because, processor.disabled_because
+    telemetry.tracer_provider.add_span_processor(processor)
+    telemetry.tracer_provider.add_span_processor(SimpleSpanProcessor(telemetry.spans_out))
+    try:
+        with caplog.at_level(logging.DEBUG, logger="otel_scorers"):
+            end_agent_span(telemetry, prompt="How do I pay?", answer=answer)
+            assert processor.force_flush(20_000)
+        assert processor.stats()["checks"]["scored"] == 1
+        (span,) = telemetry.evaluation_spans("checks")
+        assert span.attributes["gen_ai.evaluation.score.label"] == "fail"
+        emitted = [json.dumps(dict(span.attributes or {}), default=str),
+                   *(json.dumps(dict(e.attributes or {}), default=str) for e in span.events),
+                   *(str(r.log_record.body) + json.dumps(dict(r.log_record.attributes or {}),
+                                                         default=str)
+                     for r in telemetry.logs()),
+                   json.dumps(telemetry.metrics(), default=str),
+                   *(r.getMessage() for r in caplog.records), *WRITTEN]
+        assert WRITTEN, "the backend wrote nothing"
+        assert any("email x1 at character" in text for text in emitted)
+        for value in (EMAIL, CARD, IBAN, IP, "jane.doe", "0532 0130"):
+            leaks = [text[:200] for text in emitted if value in text]
+            assert not leaks, (value, leaks)
+    finally:
+        processor.shutdown()
