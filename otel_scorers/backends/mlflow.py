@@ -161,7 +161,11 @@ class LabelReader:
             raise ConfigError(str(exc)) from None
         return answer if isinstance(answer, dict) else {}
 
-    async def traces(self, experiment: str, limit: int) -> list[dict[str, Any]]:
+    async def traces(self, experiment: str, limit: int, *,
+                     started: tuple[int, int] | None = None) -> list[dict[str, Any]]:
+        """The experiment's traces, at most ``limit`` of them, newest first; with
+        ``started``, only those started in that range (milliseconds since the epoch, end
+        excluded: the search API's ``timestamp_ms`` filter)."""
         out: list[dict[str, Any]] = []
         token: str | None = None
         seen: set[str] = set()
@@ -169,7 +173,11 @@ class LabelReader:
             body: dict[str, Any] = {"locations": [{"type": "MLFLOW_EXPERIMENT",
                                                    "mlflow_experiment": {
                                                        "experiment_id": experiment}}],
-                                    "max_results": min(500, limit - len(out))}
+                                    "max_results": min(500, limit - len(out)),
+                                    "order_by": ["timestamp_ms DESC"]}
+            if started is not None:
+                body["filter"] = (f"trace.timestamp_ms >= {int(started[0])} AND "
+                                  f"trace.timestamp_ms < {int(started[1])}")
             if token:
                 body["page_token"] = token
             page = await self.call("POST", "/api/3.0/mlflow/traces/search", body)

@@ -44,6 +44,9 @@ MAX_BATCH = 100
 PAGE = 1000
 #: The most pages one listing reads (a cursor that never ends stops here).
 MAX_PAGES = 200
+#: The most seconds one reading (every listing of one reader) takes, whatever the pages: a
+#: server that pages slowly, or cursors that never end across many listings, stop here.
+MAX_READ_S = 120.0
 
 
 class PhoenixSettings(StrictModel):
@@ -112,6 +115,20 @@ class LabelReader:
         self.base = _base(endpoint)
         self.project = urllib.parse.quote(project, safe="")
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._deadline: float | None = None  # set by the first page read
+        #: Why the reading stopped before its end (``None``: it did not).
+        self.cut: str | None = None
+
+    def _out_of_time(self) -> bool:
+        import time
+
+        now = time.monotonic()
+        if self._deadline is None:
+            self._deadline = now + MAX_READ_S
+        if now >= self._deadline and self.cut is None:
+            self.cut = (f"Phoenix at {shown_url(self.base)}: the reading stopped after "
+                        f"{MAX_READ_S:.0f} s (the bound); what was read by then is kept")
+        return self.cut is not None
 
     async def get(self, path: str, query: Sequence[tuple[str, str]]) -> dict[str, Any]:
         try:
@@ -131,6 +148,8 @@ class LabelReader:
         cursor: str | None = None
         seen: set[str] = set()
         for _ in range(MAX_PAGES):
+            if self._out_of_time():
+                break
             page = await self.get(path, [*query, ("limit", str(min(PAGE, limit - len(out))))]
                                   + ([("cursor", cursor)] if cursor else []))
             data = page.get("data")
@@ -159,7 +178,7 @@ class LabelReader:
             out += await self.listing(f"/v1/projects/{self.project}/span_annotations",
                                       [("span_ids", s) for s in span_ids[start:start + 100]],
                                       limit - len(out))
-            if len(out) >= limit:
+            if len(out) >= limit or self.cut:
                 break
         return out
 
@@ -191,7 +210,7 @@ async def _cases(reader: LabelReader, max_spans: int) -> tuple[list[LabelledCase
         elif why:
             notes[why] = notes.get(why, 0) + 1
     return cases, [f"{count} human annotation(s) left out: {why}"
-                   for why, count in sorted(notes.items())]
+                   for why, count in sorted(notes.items())] + ([reader.cut] if reader.cut else [])
 
 
 def _ids(span: Mapping[str, Any]) -> tuple[str, str] | None:

@@ -17,11 +17,17 @@ from otel_scorers.errors import ConfigError
 from otel_scorers.http import shown_url
 from otel_scorers.report.records import MAX_REASON_CHARS, Evaluation
 from otel_scorers.report.sources import SourceError
+from otel_scorers.report.text import utc
 
 __all__ = ["MLflowSource", "PhoenixSource", "from_metadata"]
 
 #: The most spans (Phoenix) or traces (MLflow) one digest reads.
 MAX_READ = 5_000
+#: How long before the range a trace may have started and still get a result in it (MLflow):
+#: the batch lane's default give-up time (``batch.give_up_after_s``).
+LATE_S = 90_000
+#: The equal parts of the time read that MLflow is read by (each with its share of the bound).
+SLICES = 9
 #: An OTel trace id as the sinks write it: only such ids become links (a record is read back
 #: from a server: nothing else of it goes into a URL).
 _HEX = re.compile(r"[0-9a-f]{32}")
@@ -117,7 +123,7 @@ class PhoenixSource:
                 metadata=metadata)
             if evaluation is not None and start_ns <= when < end_ns:
                 found.append(evaluation)
-        return found, notes
+        return found, notes + ([self.reader.cut] if self.reader.cut else [])
 
     def trace_link(self, trace_id: str) -> str | None:
         """The trace's page in Phoenix's UI (its project's id, the OTel trace id)."""
@@ -142,15 +148,35 @@ class MLflowSource:
         self.experiment = experiment
 
     def read(self, start_ns: int, end_ns: int) -> tuple[list[Evaluation], list[str]]:
-        try:
-            traces = background_loop.run_sync(self.reader.traces(self.experiment, MAX_READ))
-        except ConfigError as exc:
-            raise SourceError(str(exc)) from None
-        notes = [f"{MAX_READ} traces read (the bound): the experiment holds more"] \
-            if len(traces) >= MAX_READ else []
-        found = []
-        for info in traces:
-            found += _assessments(info, start_ns, end_ns)
+        """The assessments written in the range, read by the time their traces started
+        (MLflow searches traces by their start, the ``timestamp_ms`` filter, not assessments
+        by their time): the range in :data:`SLICES` equal parts plus the :data:`LATE_S`
+        before it (a batch-lane result lands up to its give-up time after its trace), each
+        part's newest traces up to its share of :data:`MAX_READ`. On a busy experiment every
+        part of the window is read, not only its newest hour; a part that holds more than its
+        share is a sample, and the notes say which parts and how many were read."""
+        late = (start_ns - LATE_S * 1_000_000_000, start_ns)
+        step = max(1, (end_ns - start_ns) // SLICES)
+        parts = [late] + [(start_ns + i * step, end_ns if i == SLICES - 1 else
+                           start_ns + (i + 1) * step) for i in range(SLICES)]
+        share = max(1, MAX_READ // (SLICES + 1))
+        found: list[Evaluation] = []
+        full = []
+        for first, last in parts:
+            try:
+                traces = background_loop.run_sync(self.reader.traces(
+                    self.experiment, share,
+                    started=(first // 1_000_000, -(-last // 1_000_000))))
+            except ConfigError as exc:
+                raise SourceError(str(exc)) from None
+            if len(traces) >= share:
+                full.append(f"{utc(first)} to {utc(last)}")
+            for info in traces:
+                found += _assessments(info, start_ns, end_ns)
+        notes = [f"{len(full)} of the {len(parts)} parts of the time read hold more than "
+                 f"{share} traces (the bound: {MAX_READ} in {len(parts)} parts); the newest "
+                 f"{share} of each were read, so their counts are a sample: "
+                 + "; ".join(full[:3]) + ("; ..." if len(full) > 3 else "")] if full else []
         return found, notes
 
     def trace_link(self, trace_id: str) -> str | None:

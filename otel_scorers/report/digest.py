@@ -1,6 +1,8 @@
 """The failure digest of a time window: pass rates by agent and scorer against the window
 before, and the failures grouped by agent, scorer and criterion, their near-identical reasons
-counted together, each group with example traces."""
+counted together, each group with example traces. Reasons that only repeat the judge's own
+instructions (:mod:`otel_scorers.report.echoes`) are counted in ``echoed``, never shown as
+reasons."""
 
 from __future__ import annotations
 
@@ -8,10 +10,11 @@ import difflib
 import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
 from typing import Any
 
+from otel_scorers.report.echoes import is_echo
 from otel_scorers.report.records import Evaluation
+from otel_scorers.report.text import utc
 
 __all__ = ["build_digest", "group_reasons"]
 
@@ -81,7 +84,7 @@ def build_digest(current: Sequence[Evaluation], previous: Sequence[Evaluation], 
                       "change": None if now is None or then is None else now - then})
     rates.sort(key=lambda r: (r["change"] if r["change"] is not None else 0.0,
                               -int(r["failures"])))
-    return {"window": {"start": _iso(start_ns), "end": _iso(end_ns),
+    return {"window": {"start": utc(start_ns), "end": utc(end_ns),
                        "seconds": (end_ns - start_ns) / 1e9},
             "source": source, "evaluations": len(current), "rates": rates,
             "groups": _groups(current, link), "notes": list(notes)}
@@ -103,16 +106,14 @@ def _groups(current: Sequence[Evaluation], link: Callable[[str], str | None]
     for (agent, scorer, criterion), items in failing.items():
         newest = sorted(items, key=lambda item: -item[0].time_ns)
         traces = list(dict.fromkeys(e.trace_id for e, _ in newest))[:EXAMPLES]
+        echoed = [reason for _, reason in items if is_echo(reason)]
         groups.append({
             "agent": agent, "scorer": scorer, "criterion": criterion or None,
             "failures": len(items),
-            "reasons": [{"text": text, "count": count} for text, count in
-                        group_reasons([reason for _, reason in items])[:SHOWN_REASONS]],
+            "reasons": [{"text": text, "count": count} for text, count in group_reasons(
+                [reason for _, reason in items if not is_echo(reason)])[:SHOWN_REASONS]],
+            "echoed": len(echoed),
             "examples": [{"trace_id": t, "link": link(t)} for t in traces]})
     groups.sort(key=lambda g: (-int(g["failures"]), str(g["agent"]), str(g["scorer"]),
                                str(g["criterion"] or "")))
     return groups
-
-
-def _iso(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -14,6 +14,7 @@ from otel_scorers import names as n
 from otel_scorers.errors import OtelScorersError, SinkError
 from otel_scorers.http import shown_url
 from otel_scorers.report.records import Evaluation, from_span_attributes
+from otel_scorers.report.text import is_trace_id, utc
 
 __all__ = ["FileSource", "JaegerSource", "Source", "SourceError"]
 
@@ -40,7 +41,11 @@ class Source(Protocol):
 
 class FileSource:
     """Exported OTLP trace files (JSON lines or protobuf, ``.gz`` too; the Collector's
-    ``file`` exporter, or ``rescore --emit`` output)."""
+    ``file`` exporter, or ``rescore --emit`` output).
+
+    A file that holds no evaluation of the window says why in a note: no OTLP span in it at
+    all (rescore's ``results.jsonl``, other JSON), spans but no evaluation span, evaluations
+    that are all skips or errors, or evaluations outside the time read (when they lie)."""
 
     name = "files"
 
@@ -48,36 +53,84 @@ class FileSource:
         self.paths = list(paths)
 
     def read(self, start_ns: int, end_ns: int) -> tuple[list[Evaluation], list[str]]:
+        found: list[Evaluation] = []
+        notes: list[str] = []
+        for path in self.paths:
+            tally = _Tally()
+            found += self._read_one(path, start_ns, end_ns, tally, notes)
+            notes += tally.notes(path, start_ns, end_ns)
+        return found, notes
+
+    @staticmethod
+    def _read_one(path: str, start_ns: int, end_ns: int, tally: _Tally, notes: list[str]
+                  ) -> list[Evaluation]:
         from otel_scorers.otlp import OTLPDecodeError
         from otel_scorers.otlp.files import read_requests
         from otel_scorers.otlp.spans import spans_of
 
         found: list[Evaluation] = []
-        notes: list[str] = []
-        for path in self.paths:
-            try:
-                for request in read_requests(path):
-                    for span in spans_of(request):
-                        evaluation = _of_span(span, start_ns, end_ns)
-                        if evaluation is not None:
-                            found.append(evaluation)
-            except OTLPDecodeError as exc:  # what came before it is kept
-                notes.append(str(exc))
-        return found, notes
+        try:
+            for request in read_requests(path):
+                tally.records += 1
+                for span in spans_of(request):
+                    tally.spans += 1
+                    evaluation = _of_span(span, tally)
+                    if evaluation is None:
+                        continue
+                    if start_ns <= evaluation.time_ns < end_ns:
+                        found.append(evaluation)
+                    else:
+                        tally.outside.append(evaluation.time_ns)
+        except OTLPDecodeError as exc:  # what came before it is kept
+            notes.append(str(exc))
+        return found
 
     def trace_link(self, trace_id: str) -> str | None:
         return None
 
 
-def _of_span(span: Any, start_ns: int, end_ns: int) -> Evaluation | None:
+class _Tally:
+    """What one file held, for the notes of a file with nothing to digest."""
+
+    def __init__(self) -> None:
+        self.records = self.spans = self.evaluation_spans = self.unjudged = 0
+        self.outside: list[int] = []
+
+    def notes(self, path: str, start_ns: int, end_ns: int) -> list[str]:
+        judged = self.evaluation_spans - self.unjudged
+        if not self.spans:
+            return [f"{path}: {self.records} record(s), no OTLP span in them: not an OTLP "
+                    "trace export (report reads the evaluation spans of trace files, e.g. the "
+                    "Collector's file exporter or what `rescore --emit` sends; rescore's "
+                    "results.jsonl is read by `calibrate --cases`)"]
+        if not self.evaluation_spans:
+            return [f"{path}: {self.spans} spans read, none of them an evaluation span "
+                    f"({n.EVALUATION_SPAN_PREFIX} <scorer>): export the traces after they "
+                    "were scored (the evaluation spans are children of the runs)"]
+        notes = []
+        if self.unjudged:
+            notes.append(f"{path}: {self.unjudged} of {self.evaluation_spans} evaluation "
+                         "spans are skips or errors: no verdict to digest")
+        if self.outside:
+            notes.append(f"{path}: {len(self.outside)} of {judged} evaluations lie outside "
+                         f"the time read ({utc(start_ns)} to {utc(end_ns)}: this window "
+                         f"and the one before); theirs run from {utc(min(self.outside))} to "
+                         f"{utc(max(self.outside))}: widen --window")
+        return notes
+
+
+def _of_span(span: Any, tally: _Tally) -> Evaluation | None:
     if not span.name.startswith(n.EVALUATION_SPAN_PREFIX + " ") or span.context is None:
         return None
+    tally.evaluation_spans += 1
     when = span.end_time or span.start_time or 0
-    if not start_ns <= when < end_ns:
-        return None
     service = span.resource.attributes.get("service.name", "") if span.resource else ""
-    return from_span_attributes(dict(span.attributes or {}), time_ns=when,
-                                trace_id=f"{span.context.trace_id:032x}", service=str(service))
+    evaluation = from_span_attributes(dict(span.attributes or {}), time_ns=when,
+                                      trace_id=f"{span.context.trace_id:032x}",
+                                      service=str(service))
+    if evaluation is None:
+        tally.unjudged += 1
+    return evaluation
 
 
 class JaegerSource:
@@ -110,7 +163,10 @@ class JaegerSource:
                               f"service {self.service!r}")
         operations = sorted(name for name in names if isinstance(name, str)
                             and name.startswith(n.EVALUATION_SPAN_PREFIX + " "))
-        notes = []
+        notes = [] if operations else [
+            f"service {self.service!r} has no {n.EVALUATION_SPAN_PREFIX} <scorer> operation "
+            f"in Jaeger at {shown_url(self.url)}: its runs were not scored, or the evaluation "
+            "spans go to another service (the evaluated span's resource)"]
         if len(operations) > MAX_OPERATIONS:
             notes.append(f"{len(operations)} evaluation operations: the first "
                          f"{MAX_OPERATIONS} read")
@@ -133,7 +189,9 @@ class JaegerSource:
         return found, notes
 
     def trace_link(self, trace_id: str) -> str | None:
-        return f"{self.url}/trace/{trace_id}"
+        """The trace's page in Jaeger's UI; only from a trace id (the answer's ``traceID``
+        is the server's text: anything else never goes into a link)."""
+        return f"{self.url}/trace/{trace_id}" if is_trace_id(trace_id) else None
 
 
 def _of_jaeger_trace(trace: Mapping[str, Any], operation: str, start_ns: int, end_ns: int
