@@ -374,3 +374,74 @@ def test_per_agent_steps_warnings_name_only_a_real_cause(
         assert "LLM-client level" not in warned[0]
     else:
         assert processor.stats()["checks"].get("scored", 0) >= 1, processor.stats()
+
+
+#: The recordings whose apps ask for a structured answer (a WeatherReport's JSON schema): the
+#: Agents SDK's ``output_type`` (Responses ``text.format``) and pydantic-ai's ``NativeOutput``
+#: (``response_format``).
+STRUCTURED_CASES = ("agents_sdk-openinference-structured", "pydantic_ai-native-structured")
+#: The recordings whose instrumentation records no parameters schema for the tools (the OTel
+#: GenAI Agents SDK instrumentation 0.1.0 records no tool definitions, strands only names).
+NO_TOOL_SCHEMAS = ("agents_sdk-otel_v2-single", "strands-native-events",
+                   "strands-native-operation_details")
+
+
+def verdicts_of(telemetry: Telemetry, scorer: str) -> list[dict[str, Any]]:
+    return [dict(span.attributes or {}) for span in telemetry.evaluation_spans(scorer)]
+
+
+@pytest.mark.parametrize("case", STRUCTURED_CASES)
+def test_replay_structured_output_checks(case: str, make_processor: Any,
+                                         telemetry: Telemetry) -> None:
+    """The answer is JSON and fits the schema the app declared (read from the LLM span), the
+    tool call fits its tool's declared parameters, and the run's latency, tokens and LLM calls
+    are within bounds; a schema the answer does not fit and a 1 ms budget fail, named."""
+    processor = make_processor([
+        ChecksScorer(["json", "json_schema declared", "tool_args_valid", "max_duration 30s",
+                      "max_llm_calls 2", "max_tokens 200"], name="structure"),
+        ChecksScorer(['json_schema {"type": "object", "required": ["humidity"]}',
+                      "max_duration 1ms"], name="strict")], install=False)
+    telemetry.tracer_provider.add_span_processor(SimpleSpanProcessor(telemetry.spans_out))
+    replay(processor, RECORDED / f"{case}.jsonl.gz")
+    assert processor.force_flush(30_000)
+    stats = processor.stats()
+    assert stats["structure"] == {"selected": 3, "scored": 3}, stats
+    assert stats["strict"] == {"selected": 3, "scored": 3}, stats
+    for attributes in verdicts_of(telemetry, "structure"):
+        assert attributes["gen_ai.evaluation.score.label"] == "pass", attributes
+    strict = verdicts_of(telemetry, "strict")
+    assert [a["gen_ai.evaluation.score.label"] for a in strict] == ["fail"] * 3
+    for attributes in strict:
+        reason = str(attributes["gen_ai.evaluation.explanation"])
+        assert "required 'humidity'" in reason and "the run took" in reason, reason
+    for criterion in ("json", "json_schema_declared", "tool_args_valid", "max_duration_30s",
+                      "max_llm_calls_2", "max_tokens_200"):
+        assert telemetry.metric_value("otel_scorers.criterion.verdicts", scorer="structure",
+                                      criterion=criterion, satisfied="true") == 3, criterion
+    assert telemetry.metric_value("otel_scorers.criterion.verdicts", scorer="strict",
+                                  criterion="max_duration_0_001s", satisfied="false") == 3
+
+
+@pytest.mark.parametrize("case", TOOL_CASES)
+def test_replay_tool_arguments_against_their_declared_schemas(
+        case: str, make_processor: Any, telemetry: Telemetry) -> None:
+    """Each framework's tool call against the parameters schema its instrumentation recorded
+    (GenAI ``gen_ai.tool.definitions``, OpenInference ``llm.tools``, Traceloop
+    ``llm.request.functions``); where none is recorded, an ``invalid_input`` decision that
+    says so, never a pass."""
+    processor = make_processor([ChecksScorer(["tool_args_valid", "max_duration 60s",
+                                              "max_llm_calls 2"], name="args")],
+                               install=False)
+    telemetry.tracer_provider.add_span_processor(SimpleSpanProcessor(telemetry.spans_out))
+    replay(processor, RECORDED / f"{case}.jsonl.gz")
+    assert processor.force_flush(30_000)
+    stats = processor.stats()["args"]
+    if case in NO_TOOL_SCHEMAS:
+        assert stats == {"selected": 3, "filtered": 3}, stats
+        assert processor.counts.count("filtered", "invalid_input") == 3
+        return
+    assert stats == {"selected": 3, "scored": 3}, stats
+    for attributes in verdicts_of(telemetry, "args"):
+        reason = str(attributes["gen_ai.evaluation.explanation"])
+        assert attributes["gen_ai.evaluation.score.label"] == "pass", reason
+        assert "1 call(s) fit their tool's schema" in reason, reason

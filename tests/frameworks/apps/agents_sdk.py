@@ -1,6 +1,8 @@
 """The OpenAI Agents SDK: one agent with a tool, or a triage agent handing off to it.
 
-Variants ``<instrumentation>:<single|handoff>``: ``openinference``
+Variants ``<instrumentation>:<single|handoff|structured>`` (``structured``: the one agent
+with ``output_type=WeatherReport``, the Responses API's ``text.format`` JSON schema):
+``openinference``
 (openinference-instrumentation-openai-agents), ``openllmetry`` (Traceloop's
 opentelemetry-instrumentation-openai-agents), ``otel_v2`` (the OpenTelemetry GenAI
 instrumentation, content on span attributes).
@@ -9,6 +11,7 @@ instrumentation, content on span attributes).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from typing import Any
 
@@ -49,20 +52,36 @@ def run(variant: str, app: App) -> Expected:
         """The current weather in a city."""
         return scenario.tool_result(city)
 
+    output: dict[str, Any] = {}
+    if shape == "structured":
+        from pydantic import BaseModel
+
+        class WeatherReport(BaseModel):
+            city: str
+            summary: str
+            temperature_c: int
+
+        output["output_type"] = WeatherReport
     weather = agents.Agent(name="weather", instructions=scenario.instructions, model=model,
-                           tools=[get_weather])
+                           tools=[get_weather], **output)
     entry: Any = weather
     if shape == "handoff":
         entry = agents.Agent(name="triage", instructions=scenario.triage_instructions,
                              model=model, handoffs=[weather])
 
-    async def main() -> list[str]:
-        return [str((await agents.Runner.run(entry, question)).final_output)
+    async def main() -> list[Any]:
+        return [(await agents.Runner.run(entry, question)).final_output
                 for question in scenario.questions]
 
     outputs = asyncio.run(main())
-    assert outputs == list(scenario.answers), outputs
+    answers = list(scenario.answers)
+    if shape == "structured":  # the final outputs are WeatherReports; the answers their JSON
+        answers = [scenario.structured_answer(i) for i in range(len(scenario.questions))]
+        assert [json.loads(answer) for answer in answers] == [
+            report.model_dump() for report in outputs], outputs
+    else:
+        assert [str(output) for output in outputs] == answers, outputs
     # the OTel v2 instrumentation (0.1.0) records no instructions: the SDK sends them apart
     # from the Responses API input, where it looks for system messages
-    return Expected(list(scenario.questions), list(scenario.answers),
+    return Expected(list(scenario.questions), answers,
                     system=None if instrumentation == "otel_v2" else scenario.instructions)

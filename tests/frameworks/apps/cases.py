@@ -11,6 +11,8 @@ from collections.abc import Mapping
 CASES: Mapping[str, tuple[str, str, str]] = {
     "agents_sdk-openinference-single": ("agents", "agents_sdk", "openinference:single"),
     "agents_sdk-openinference-handoff": ("agents", "agents_sdk", "openinference:handoff"),
+    "agents_sdk-openinference-structured": ("agents", "agents_sdk",
+                                            "openinference:structured"),
     "agents_sdk-openllmetry-single": ("agents", "agents_sdk", "openllmetry:single"),
     "agents_sdk-openllmetry-handoff": ("agents", "agents_sdk", "openllmetry:handoff"),
     "agents_sdk-otel_v2-single": ("agents_v2", "agents_sdk", "otel_v2:single"),
@@ -29,6 +31,7 @@ CASES: Mapping[str, tuple[str, str, str]] = {
                                               "openinference:tool_calling"),
     "pydantic_ai-native-content": ("pydantic_ai", "pydantic_ai_app", "content"),
     "pydantic_ai-native-no_content": ("pydantic_ai", "pydantic_ai_app", "no_content"),
+    "pydantic_ai-native-structured": ("pydantic_ai", "pydantic_ai_app", "structured"),
     "adk-native-content": ("adk", "adk_app", "content"),
     "adk-native-no_content": ("adk", "adk_app", "no_content"),
 }

@@ -38,6 +38,13 @@ class Scenario:
     #: by this name must keep their interactions)
     agent_name: str = "weather_bot"
 
+    def structured_answer(self, index: int) -> str:
+        """The answer as the JSON object a structured-output run asks for (WeatherReport:
+        ``city``, ``summary``, ``temperature_c``)."""
+        temperature = (21, 14, 18)[index]
+        return json.dumps({"city": self.cities[index], "summary": self.answers[index],
+                           "temperature_c": temperature})
+
     def tool_result(self, city: str) -> str:
         index = self.cities.index(city) if city in self.cities else 0
         weather = ("sunny, 21 C", "raining, 14 C", "cloudy, 18 C")[index]
@@ -122,7 +129,8 @@ class AppLLM:
         city = scenario.cities[index]
         tools = _tool_names(body)
         if scenario.tool_result(city) in joined:
-            answer = scenario.answers[index]
+            answer = (scenario.structured_answer(index) if _asks_for_schema(body)
+                      else scenario.answers[index])
             if self.plan.final_tool and self.plan.final_tool in tools:
                 return self._call(self.plan.final_tool, {"answer": answer})
             return {"role": "assistant", "content": answer}
@@ -138,6 +146,15 @@ class AppLLM:
         return {"role": "assistant", "content": None, "tool_calls": [{
             "id": call_id, "type": "function",
             "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+
+
+def _asks_for_schema(body: Mapping[str, Any]) -> bool:
+    """Whether the request asks for an answer fitting a JSON schema: Chat Completions'
+    ``response_format`` or the Responses API's ``text.format``, of type ``json_schema``."""
+    text = body.get("text")
+    formats = [body.get("response_format"), text.get("format") if isinstance(text, Mapping)
+               else None]
+    return any(isinstance(f, Mapping) and f.get("type") == "json_schema" for f in formats)
 
 
 def _completion(message: Mapping[str, Any], model: str) -> bytes:
@@ -164,7 +181,9 @@ def _response(message: Mapping[str, Any], model: str, request: Mapping[str, Any]
         "id": f"resp_{stamp}", "object": "response", "created_at": int(time.time()),
         "model": model, "status": "completed", "output": output, "parallel_tool_calls": True,
         "tool_choice": "auto", "tools": request.get("tools") or [],
-        # the real API echoes the request's instructions (instrumentations read them there)
+        # the real API echoes the request's instructions and text format (instrumentations
+        # read them there)
+        **({"text": request["text"]} if isinstance(request.get("text"), Mapping) else {}),
         "instructions": request.get("instructions"), "usage": {
             "input_tokens": 42, "output_tokens": 12, "total_tokens": 54,
             "input_tokens_details": {"cached_tokens": 0},
