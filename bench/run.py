@@ -695,7 +695,8 @@ def bench_code_scorers(quick: bool) -> None:
     """CPU per run of the scorers that need no judge, on a run of 10 steps (3 LLM calls, 6
     tool calls, a retrieval): ``code_scorer_us_per_run_*`` (the target: at most 50 us), and the
     same as a ratio to building the run's ``ScorerRun`` from its steps, which live scoring does
-    for every evaluated run anyway (``code_scorer_cost_ratio_*``)."""
+    for every evaluated run anyway (``code_scorer_cost_ratio_*``); and the checks scorer with
+    every check of issue 55 on a 20-step run (``..._checks_all_20_steps``: at most 100 us)."""
     from otel_scorers import ChecksScorer, RubricScorer, TrajectoryScorer
     from otel_scorers.scorers.run import ScorerRun
 
@@ -738,6 +739,60 @@ def bench_code_scorers(quick: bool) -> None:
         cpu = min(time_batch(decide, batch)[1] for _ in range(7))
         figure(f"code_scorer_us_per_run_{name}", round(cpu * 1e6, 1))
         figure(f"code_scorer_cost_ratio_{name}", round(cpu / build, 3))
+    # issue 55's checks, all of them, on a 20-step run with a 2 KB answer and 5 tool schemas
+    # (target: at most 100 us per run), beside the figures above
+    checks_all, many = _checks_all_case(batch * 8)
+    runs = iter(many)
+    for _ in range(200):
+        checks_all.decide(next(runs))
+    runs = iter(many)
+    cpu = min(time_batch(lambda: checks_all.decide(next(runs)), batch)[1] for _ in range(7))
+    figure("code_scorer_us_per_run_checks_all_20_steps", round(cpu * 1e6, 1))
+
+
+def _checks_all_case(copies: int) -> tuple[Any, list[Any]]:
+    """The checks scorer with every structure, limit and personal-data check, and ``copies``
+    fresh copies of a run of 20 steps (5 LLM calls, 15 tool calls of 5 tools, each tool with
+    a parameters schema) whose 2 KB answer is the JSON its declared response schema asks for."""
+    import json
+
+    from otel_scorers import ChecksScorer
+    from otel_scorers.scorers.run import ScorerRun
+
+    names = ("search", "lookup", "fetch_order", "refund", "notify")
+    tools = [{"name": name, "parameters": {
+        "type": "object", "additionalProperties": False, "required": ["id", "query"],
+        "properties": {"id": {"type": "integer", "minimum": 0},
+                       "query": {"type": "string", "maxLength": 200},
+                       "tags": {"type": "array", "items": {"type": "string"}}}}}
+        for name in names]
+    steps: list[dict[str, Any]] = []
+    for index in range(5):
+        steps.append({"kind": "llm", "name": "gpt-4o-mini", "input_tokens": 400,
+                      "output_tokens": 60})
+        steps += [{"kind": "tool", "name": names[(index * 3 + k) % 5], "result": "ok " * 20,
+                   "arguments": json.dumps({"id": index * 3 + k, "query": f"order {index}",
+                                            "tags": ["a", "b"]})} for k in range(3)]
+    items: list[dict[str, Any]] = []
+    while len(answer := json.dumps({"status": "refunded", "items": items})) < 2_000:
+        items.append({"sku": f"SKU-{len(items):04d}", "name": f"Item number {len(items)}",
+                      "quantity": len(items) % 7 + 1,
+                      "note": "delivered to the front desk in good order"})
+    schema = {"type": "object", "required": ["status", "items"], "properties": {
+        "status": {"enum": ["refunded", "open", "closed"]},
+        "items": {"type": "array", "items": {"type": "object", "required": ["sku", "quantity"],
+                                             "properties": {
+                                                 "sku": {"type": "string",
+                                                         "pattern": "^SKU-[0-9]{4}$"},
+                                                 "quantity": {"type": "integer"}}}}}}
+    run = ScorerRun.coerce({"input": "Refund my order", "output": answer, "steps": steps,
+                            "tools": tools, "output_schema": schema,
+                            "duration_ns": 3_000_000_000})
+    scorer = ChecksScorer(["json", "json_schema declared", "tool_args_valid",
+                           "max_length 4000 chars", "min_length 10 words", "max_duration 30s",
+                           "max_tokens 100000", "max_cost 1", "max_llm_calls 10", "no_pii"])
+    assert scorer.decide(run).passed, scorer.decide(run).reason
+    return scorer, [run.model_copy() for _ in range(copies)]
 
 
 def bench_cost_lanes(quick: bool) -> None:

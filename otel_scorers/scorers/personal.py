@@ -96,10 +96,28 @@ def find_pii(text: str, kinds: tuple[str, ...] = KINDS,
     return found
 
 
+#: What a text must hold for a kind's patterns to be worth running (a cheap test first: the
+#: e-mail and IPv6 patterns try every position of a text that cannot hold one).
+_WORTH: dict[str, Callable[[str], bool]] = {
+    "email": lambda text: "@" in text,
+    "ip": lambda text: "." in text or ":" in text,
+}
+_HEX_COLON = re.compile(r"[0-9A-Fa-f]:[0-9A-Fa-f:]|::")
+_DIGIT_RUN = re.compile(r"\d[\d -]{11,}\d")  # 13 digits or more, spaces and dashes between
+_DOT_DIGIT = re.compile(r"\d\.\d")
+#: Per pattern: a cheaper one that must match somewhere first.
+_FIRST = {id(_IPV6): _HEX_COLON, id(_CARD): _DIGIT_RUN, id(_IPV4): _DOT_DIGIT}
+
+
 def _matches(text: str, kinds: tuple[str, ...], patterns: tuple[tuple[str, str], ...]
              ) -> Iterator[tuple[str, int, int]]:
     for kind in (k for k in KINDS if k in kinds):
+        if kind in _WORTH and not _WORTH[kind](text):
+            continue
         for pattern, valid in _DETECTORS[kind]:
+            first = _FIRST.get(id(pattern))
+            if first is not None and first.search(text) is None:
+                continue
             for match in pattern.finditer(text):
                 if valid is None or valid(match.group(0)):
                     yield kind, match.start(), match.end()

@@ -11,10 +11,14 @@ Validated with the ``jsonschema`` library (the draft a schema's ``$schema`` name
   error naming it); references inside the schema (``#/$defs/...``) and the drafts'
   meta-schemas resolve as usual;
 - one validation takes at most :data:`VALIDATION_BUDGET_S` (the budget ``matches`` already
-  has): every keyword checks the deadline, ``pattern`` and ``patternProperties`` search with
+  has): every keyword that descends, follows a reference or compares against many values
+  checks the deadline, ``pattern`` and ``patternProperties`` search with
   the ``regex`` module under the time left (a pattern with nested repeats gives up instead of
   backtracking for minutes), ``uniqueItems`` is linear (the library's fallback is quadratic);
-  a ``$ref`` cycle that recurses without end is an error too.
+  a ``$ref`` cycle that recurses without end is an error too. A validation gives up only once
+  it has made :data:`MIN_CHECKS` deadline checks past the deadline (or a search used
+  :data:`MIN_SEARCH_S` at least): one held up by a garbage collection or a busy machine is not
+  a slow one, and is not turned into an error.
 
 What a failure says names its path, the keyword and the schema's value (clipped), never the
 answer's value at that path: the reason lands on spans and in backends.
@@ -69,32 +73,51 @@ def _refuse(uri: str) -> Any:
 
 #: Every retrieval refused: nothing outside the schema is ever fetched.
 _REGISTRY: Registry[Any] = Registry(retrieve=_refuse)  # type: ignore[call-arg]
-_DEADLINE: contextvars.ContextVar[float] = contextvars.ContextVar("schema_deadline",
-                                                                  default=0.0)
+#: This thread's validation: its deadline and the deadline checks it made so far.
+_STATE: contextvars.ContextVar[list[float]] = contextvars.ContextVar("schema_budget")
+#: Deadline checks a validation makes before it may give up: a validation past its deadline
+#: after fewer was held up (a garbage collection, a busy machine), not slow itself.
+MIN_CHECKS = 64
+#: The least time a ``pattern`` search is given (seconds), however little budget is left.
+MIN_SEARCH_S = 0.02
 
 
 class _OverBudget(Exception):
     pass
 
 
-def _left() -> float:
-    left = _DEADLINE.get() - time.monotonic()
-    if left <= 0:
-        raise _OverBudget
-    return left
+def _over(state: list[float]) -> bool:
+    state[1] += 1
+    return state[1] >= MIN_CHECKS and time.monotonic() > state[0]
+
+
+#: The keywords whose cost is not bounded by their own value: they descend into subschemas,
+#: follow references or compare against every item. Only these check the deadline (the rest
+#: cost a bounded step each, and a check per keyword would double the cost of validating).
+_COMPOUND = frozenset({
+    "$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "not", "if",
+    "dependentSchemas", "dependencies", "items", "prefixItems", "additionalItems", "contains",
+    "properties", "additionalProperties", "propertyNames", "unevaluatedItems",
+    "unevaluatedProperties", "enum"})
 
 
 def _timed(keyword: Callable[..., Any]) -> Callable[..., Iterator[Any]]:
     def timed(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
-        _left()
-        yield from keyword(validator, value, instance, schema) or ()
+        if _over(_STATE.get()):
+            raise _OverBudget
+        found: Iterator[Any] | None = keyword(validator, value, instance, schema)
+        return found if found is not None else iter(())
     return timed
 
 
 def _search(pattern: str, text: str) -> bool:
+    state = _STATE.get()
+    if _over(state):
+        raise _OverBudget
+    left = max(state[0] - time.monotonic(), MIN_SEARCH_S)
     try:
-        found = _regex(pattern).search(text, concurrent=True, timeout=_left())
-    except TimeoutError:
+        found = _regex(pattern).search(text, concurrent=True, timeout=left)
+    except TimeoutError:  # searched for a real share of the budget: the pattern is slow
         raise _OverBudget from None
     return found is not None
 
@@ -137,9 +160,10 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> It
     if not unique or not validator.is_type(instance, "array"):
         return
     seen: set[str] = set()
+    state = _STATE.get()
     for index, item in enumerate(instance):
-        if index % 256 == 0:
-            _left()
+        if index % 256 == 0 and _over(state):
+            raise _OverBudget
         key = _canonical(item)
         if key in seen:
             yield ValidationError("has non-unique elements")
@@ -186,7 +210,8 @@ def compiled(schema_text: str) -> Any:
         raise SchemaBoundError(f"not a valid {base.__name__.removesuffix('Validator')} schema "
                                f"(at {where[:80]}: {exc.validator} {_clip(exc.validator_value)})"
                                ) from None
-    keywords = {name: _timed(keyword) for name, keyword in base.VALIDATORS.items()}
+    keywords = {name: _timed(keyword) for name, keyword in base.VALIDATORS.items()
+                if name in _COMPOUND}
     keywords.update(pattern=_timed(_pattern), patternProperties=_timed(_pattern_properties),
                     uniqueItems=_timed(_unique_items))
     return validators.extend(base, keywords)(schema, registry=_REGISTRY)
@@ -196,7 +221,7 @@ def failures(validator: Any, instance: Any) -> list[str]:
     """Where ``instance`` fails the schema (each failing path, at most
     :data:`MAX_FAILURES_SHOWN`, then how many more), empty when it validates;
     :class:`SchemaBoundError` when it cannot be decided within the bounds."""
-    token = _DEADLINE.set(time.monotonic() + VALIDATION_BUDGET_S)
+    token = _STATE.set([time.monotonic() + VALIDATION_BUDGET_S, 0.0])
     try:
         found = []
         for error in validator.iter_errors(instance):
@@ -214,7 +239,7 @@ def failures(validator: Any, instance: Any) -> list[str]:
     except RecursionError:
         raise SchemaBoundError("the schema refers to itself without end ($ref cycle)") from None
     finally:
-        _DEADLINE.reset(token)
+        _STATE.reset(token)
     shown = [_described(error) for error in sorted(found, key=_at)[:MAX_FAILURES_SHOWN]]
     more = len(found) - len(shown)
     return shown + ([f"and {more}{'+' if len(found) > 50 else ''} more"] if more > 0 else [])
