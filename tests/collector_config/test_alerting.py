@@ -305,6 +305,46 @@ def test_the_shipped_routing_pages_apart_and_inhibits_the_criterion_spike(
         ("OtelScorersCriterionFailureSpike", AGENT)]
 
 
+#: Every quality alert a judge's verdicts make (the drift inhibition must cover each).
+JUDGED = ("OtelScorersRubricPassRateDrop", "OtelScorersPassRateDrop",
+          "OtelScorersAlignmentDrop", "OtelScorersAlignmentLow", "OtelScorersFaithfulnessDrop",
+          "OtelScorersSessionGoalCompletionDrop", "OtelScorersSessionScoreDrop",
+          "OtelScorersCriterionFailureSpike")
+
+
+def test_a_drifting_judge_holds_back_every_quality_alert_it_judged(
+        tmp_path: Path, webhook: Webhook) -> None:
+    """Issue 52.4, on the real Alertmanager: while OtelScorersJudgeDrift fires for a judge
+    model, every quality alert of that job and judge model is inhibited; the same alerts from
+    another judge model, and tool errors (not judged), still notify."""
+    rules = yaml.safe_load((CONFIG / "prometheus" / "otel-scorers.rules.yml").read_text())
+    shipped = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
+    assert set(JUDGED) | {"OtelScorersToolErrorSpike", "OtelScorersJudgeDrift"} <= shipped
+    drift = {"alertname": "OtelScorersJudgeDrift", "severity": "warning", "job": SERVICE,
+             "scorer": "rubric", "judge_model": "m1"}
+    # each its own agent: the rubric drop holds back its own agent's criterion spike
+    judged = [{"alertname": name, "severity": "page", "job": SERVICE, "judge_model": model,
+               "agent": f"bot-{i}", "scorer": "rubric", "criterion": "cites_sources"}
+              for i, name in enumerate(JUDGED) for model in ("m1", "m2")]
+    tools = {"alertname": "OtelScorersToolErrorSpike", "severity": "warning", "job": SERVICE,
+             "agent": "billing-bot", "tool": "search"}
+    with alertmanager(tmp_path, short_alertmanager(tmp_path, webhook.url)) as manager:
+        post_alerts(manager, drift)
+        eventually(lambda: webhook.received, timeout_s=30, what="the drift")
+        post_alerts(manager, drift, tools, *judged)
+        eventually(lambda: sum(len(n["alerts"]) for n in webhook.received) >= 2 + len(JUDGED),
+                   timeout_s=30, what="the alerts not held back")
+        time.sleep(5)  # more group intervals: the inhibited ones stay held back
+        inhibited = get_json(f"http://{manager}/api/v2/alerts", inhibited="true",
+                             active="false", silenced="false")
+    delivered = {(a["labels"]["alertname"], a["labels"].get("judge_model"))
+                 for n in webhook.received for a in n["alerts"]}
+    assert {(name, "m2") for name in JUDGED} <= delivered
+    assert ("OtelScorersToolErrorSpike", None) in delivered
+    assert not {(name, "m1") for name in JUDGED} & delivered
+    assert sorted(a["labels"]["alertname"] for a in inhibited) == sorted(JUDGED)
+
+
 def test_amtool_validates_the_shipped_configuration() -> None:
     import shutil
     import subprocess
