@@ -50,17 +50,17 @@ def main() -> None:
 
     from otel_scorers import RubricScorer
     from otel_scorers.background_loop import run_sync
+    from otel_scorers.judge.batch_output import read_answers
     from otel_scorers.judge.batches import (
         FINISHED,
         MAX_BATCH_BYTES,
         BatchAPI,
-        answers,
         batch_lines,
         replay,
         request_of,
     )
     from otel_scorers.judge.client import JudgeClient
-    from otel_scorers.judge.spool import Spool
+    from otel_scorers.judge.spool import Spool, SpoolRefused
     from otel_scorers.pipeline.batch.lane import BatchLane, BatchParts
 
     made = []
@@ -83,8 +83,9 @@ def main() -> None:
         disk = sum(p.stat().st_blocks * 512 for p in Path(root).rglob("*.json"))
         entry_bytes = spool.used_bytes
         parts = BatchParts(spool=spool, api=BatchAPI(url, "k"), request_of=request_of,
-                           replay=replay, batch_lines=batch_lines, answers=answers,
-                           finished=FINISHED, max_batch_bytes=MAX_BATCH_BYTES,
+                           replay=replay, batch_lines=batch_lines,
+                           read_answers=read_answers, finished=FINISHED, refused=SpoolRefused,
+                           max_batch_bytes=MAX_BATCH_BYTES,
                            interval_s=3600, max_lines=50_000, max_attempts=3, window="24h",
                            give_up_after_s=90_000)
         lane = BatchLane(parts, {"rubric": object()}, emission=None,

@@ -4,8 +4,10 @@ the price, and answered hours later through the scorer's own parsing.
 
 - :class:`~otel_scorers.judge.spool.Spool`: the requests and submitted batches on disk,
   durable, bounded, shared by a server's workers (one leads).
-- :class:`BatchAPI`: the four calls (upload the JSONL input, create the batch, retrieve it, read
-  an output file), bounded reads, the key never shown.
+- :class:`BatchAPI`: the calls (upload the JSONL input, create the batch with its metadata,
+  retrieve, find by metadata and cancel it, download an output file chunk by chunk), bounded
+  reads, the key never shown; the output files are read line by line by
+  :mod:`~otel_scorers.judge.batch_output`.
 - :func:`request_of` and :func:`replay`: a scorer's judgement made in two halves. The scorer
   runs once with a transport that records its first request and asks nothing (the request goes
   to the spool), and again, when the batch is in, with a transport that answers that request from
@@ -20,9 +22,9 @@ import contextlib
 import copy
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from otel_scorers import http, safe_json
 from otel_scorers.errors import (
@@ -31,15 +33,15 @@ from otel_scorers.errors import (
     JudgeRequestError,
     JudgeResponseError,
 )
+from otel_scorers.judge import batch_output
 from otel_scorers.judge.openai_compatible import DirectTransport, env_proxy, split_proxy
 from otel_scorers.judge.transport import ChatRequest, ChatResponse
 
 __all__ = ["FINISHED", "MAX_BATCH_BYTES", "BatchAPI", "answers", "api_for", "batch_body",
-           "batch_lines", "output_lines", "replay", "request_of"]
+           "batch_lines", "replay", "request_of"]
 
-#: The most of one batch output or error file read (a provider's file of 50,000 judge answers
-#: is well under it).
-MAX_FILE_BYTES = 256 * 1024 * 1024
+#: Pages of 100 batches :meth:`BatchAPI.find` reads at most (the 500 most recent).
+FIND_PAGES = 5
 #: The most of one API answer (a batch object) read.
 MAX_ANSWER_BYTES = 1024 * 1024
 #: OpenAI's API, the endpoint of an ``openai/<model>`` judge without an ``api_base``.
@@ -66,8 +68,10 @@ class BatchAPI:
     def __repr__(self) -> str:
         return f"BatchAPI({http.shown_url(self.base)!r})"
 
-    async def _request(self, method: str, path: str, *, data: Any = None,
-                       json_body: Any = None, limit: int = MAX_ANSWER_BYTES) -> bytes:
+    @contextlib.asynccontextmanager
+    async def _answer(self, method: str, path: str, *, data: Any = None,
+                      json_body: Any = None) -> AsyncIterator[Any]:
+        """The provider's answer to one call (its status not yet checked)."""
         import aiohttp
 
         session = http.shared("batches", lambda: aiohttp.ClientSession(
@@ -77,18 +81,26 @@ class BatchAPI:
                                        headers=self._headers, allow_redirects=False,
                                        proxy=self._proxy[0], proxy_auth=self._proxy[1]
                                        ) as answer:
-                status = answer.status
-                raw = await http.read_bounded(answer, limit)
-        except http.TooLarge:
-            raise JudgeResponseError(f"batch API answered more than {limit} bytes") from None
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                yield answer
+        except (aiohttp.ClientError, TimeoutError) as exc:
             raise JudgeConnectionError(
                 f"could not reach the batch API at {http.shown_url(self.base)}: "
                 f"{type(exc).__name__}") from None
-        if not 200 <= status < 300:
+
+    @staticmethod
+    def _check(answer: Any, method: str, path: str) -> None:
+        if not 200 <= answer.status < 300:
             raise JudgeRequestError(f"batch API {method} {path} answered HTTP "
-                                    f"{status}", status_code=status)
-        return raw
+                                    f"{answer.status}", status_code=answer.status)
+
+    async def _request(self, method: str, path: str, *, data: Any = None,
+                       json_body: Any = None, limit: int = MAX_ANSWER_BYTES) -> bytes:
+        try:
+            async with self._answer(method, path, data=data, json_body=json_body) as answer:
+                self._check(answer, method, path)
+                return await http.read_bounded(answer, limit)
+        except http.TooLarge:
+            raise JudgeResponseError(f"batch API answered more than {limit} bytes") from None
 
     async def _json(self, method: str, path: str, **options: Any) -> dict[str, Any]:
         raw = await self._request(method, path, **options)
@@ -116,17 +128,55 @@ class BatchAPI:
             raise JudgeResponseError("batch API gave the uploaded file no id")
         return ident
 
-    async def create(self, file_id: str, window: str) -> dict[str, Any]:
-        return await self._json("POST", "/batches", json_body={
-            "input_file_id": file_id, "endpoint": "/v1/chat/completions",
-            "completion_window": window})
+    async def create(self, file_id: str, window: str,
+                     metadata: Mapping[str, str] | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"input_file_id": file_id, "endpoint": "/v1/chat/completions",
+                                "completion_window": window}
+        if metadata:
+            body["metadata"] = dict(metadata)
+        return await self._json("POST", "/batches", json_body=body)
+
+    async def cancel(self, batch_id: str) -> None:
+        """Ask the provider to stop ``batch_id`` (what it finished is still billed)."""
+        await self._json("POST", f"/batches/{_safe_id(batch_id)}/cancel")
+
+    async def find(self, key: str, value: str) -> str | None:
+        """The id of the most recent batch whose ``metadata[key]`` is ``value``, among the
+        provider's ``FIND_PAGES`` pages of 100 most recent batches (``None``: not there)."""
+        after = ""
+        for _ in range(FIND_PAGES):
+            page = await self._json("GET", "/batches?limit=100" + (
+                f"&after={_safe_id(after)}" if after else ""))
+            data = page.get("data")
+            for batch in data if isinstance(data, list) else ():
+                metadata = batch.get("metadata") if isinstance(batch, dict) else None
+                if isinstance(metadata, dict) and metadata.get(key) == value and \
+                        isinstance(batch.get("id"), str):
+                    return str(batch["id"])
+            last = page.get("last_id")
+            if not page.get("has_more") or not isinstance(last, str) or not last or \
+                    last == after:
+                return None
+            after = last
+        return None
 
     async def retrieve(self, batch_id: str) -> dict[str, Any]:
         return await self._json("GET", f"/batches/{_safe_id(batch_id)}")
 
-    async def content(self, file_id: str) -> bytes:
-        return await self._request("GET", f"/files/{_safe_id(file_id)}/content",
-                                   limit=MAX_FILE_BYTES)
+    async def download(self, file_id: str, into: IO[bytes], limit: int) -> bool:
+        """A file's content written to ``into`` as it arrives, at most ``limit`` bytes:
+        ``False`` when the file is longer (the rest is never read)."""
+        path = f"/files/{_safe_id(file_id)}/content"
+        size = 0
+        async with self._answer("GET", path) as answer:
+            self._check(answer, "GET", path)
+            async for chunk in answer.content.iter_chunked(65_536):
+                if size + len(chunk) > limit:
+                    into.write(chunk[:limit - size])
+                    return False
+                into.write(chunk)
+                size += len(chunk)
+        return True
 
 
 def _safe_id(ident: str) -> str:
@@ -237,35 +287,6 @@ async def answers(api: BatchAPI, state: Mapping[str, Any]
                   ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """A finished batch's answers by ``custom_id`` (the chat completions) and its requests
     that got none, with why: ``batch_expired`` (OpenAI's code for a request that expired with
-    its batch) or ``batch_failed``."""
-    answered: dict[str, dict[str, Any]] = {}
-    failed: dict[str, str] = {}
-    for key in ("output_file_id", "error_file_id"):
-        file_id = state.get(key)
-        if not isinstance(file_id, str) or not file_id:
-            continue
-        for line in output_lines(await api.content(file_id)):
-            response = line.get("response")
-            if isinstance(response, dict) and response.get("status_code") == 200 and \
-                    isinstance(response.get("body"), dict):
-                answered[line["custom_id"]] = response["body"]
-            else:
-                error = line.get("error")
-                code = error.get("code") if isinstance(error, dict) else None
-                failed[line["custom_id"]] = "batch_expired" if code == "batch_expired" \
-                    else "batch_failed"
+    its batch) or ``batch_failed`` (read line by line: :mod:`.batch_output`)."""
+    answered, failed, _ = await batch_output.answers(api, state)
     return answered, failed
-
-
-def output_lines(raw: bytes) -> Sequence[dict[str, Any]]:
-    """The JSON objects of a batch output or error file (a line that does not read is left
-    out)."""
-    out = []
-    for line in raw.splitlines():
-        try:
-            item = safe_json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(item, dict) and isinstance(item.get("custom_id"), str):
-            out.append(item)
-    return out

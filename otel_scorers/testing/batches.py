@@ -7,7 +7,14 @@ the path ``/v1/chat/completions`` and ``batch`` set), when the batch completes. 
 batches go is scripted with :meth:`ScriptedBatches.plan`: ``complete`` (validating, in progress,
 then completed: the default), ``partial`` (every second line in the error file), ``expired``
 (the first half answered, the rest expired), ``failed`` (nothing answered), ``never`` (in
-progress for ever).
+progress for ever). Hostile ones, as a broken provider answers: ``lost`` (``GET
+/v1/batches/{id}`` answers 404 once created), ``garbage`` (it answers 200 with a body that is
+not JSON), ``no_content`` (completed, its output file's ``/content`` answers 404),
+``duplicated`` (completed, every output line twice: the second with a failing verdict).
+``GET /v1/batches`` lists the batches (newest first, pages of ``limit``, with their
+``metadata``) and ``POST /v1/batches/{id}/cancel`` cancels one (``cancels`` counts them);
+``create_delay_s`` holds the answer to ``POST /v1/batches`` after the batch is created (a
+client killed meanwhile leaves an orphan batch).
 """
 
 from __future__ import annotations
@@ -35,12 +42,18 @@ class ScriptedBatches:
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self._plans: deque[str] = deque()
+        #: files whose content answers 404 (``no_content``)
+        self.gone_files: set[str] = set()
         #: polls a batch stays ``validating`` then ``in_progress`` before it ends
         self.polls = 2
         self._lock = threading.Lock()
         self._count = 0
         #: every call: (method, request target as sent: absolute through a proxy, headers)
         self.calls: list[tuple[str, str, dict[str, str]]] = []
+        #: seconds the answer to a create waits after the batch exists
+        self.create_delay_s = 0.0
+        #: the batch ids cancelled, in order
+        self.cancels: list[str] = []
 
     def plan(self, *behaviours: str) -> None:
         """How the next batches go, in order (then ``complete``)."""
@@ -55,16 +68,25 @@ class ScriptedBatches:
     def handle(self, method: str, path: str, headers: dict[str, str], raw: bytes
                ) -> tuple[int, bytes]:
         self.calls.append((method, path, headers))
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
         path = urllib.parse.urlsplit(path).path  # a proxy is sent the absolute URL
         parts = path.rstrip("/").split("/")  # ['', 'v1', 'files', ...]
         if method == "POST" and parts[2:] == ["files"]:
             return self._upload(headers.get("content-type", ""), raw)
         if method == "POST" and parts[2:] == ["batches"]:
             return self._create(json.loads(raw or b"{}"))
+        if method == "GET" and parts[2:] == ["batches"]:
+            return self._list(query)
+        if method == "POST" and len(parts) == 5 and parts[2] == "batches" and \
+                parts[4] == "cancel" and parts[3] in self.batches:
+            self.cancels.append(parts[3])
+            self.batches[parts[3]]["status"] = "cancelled"
+            return 200, json.dumps(self._public(self.batches[parts[3]])).encode()
         if method == "GET" and len(parts) == 4 and parts[2] == "batches":
             return self._retrieve(parts[3])
         if method == "GET" and len(parts) == 5 and parts[2] == "files" and \
-                parts[4] == "content" and parts[3] in self.files:
+                parts[4] == "content" and parts[3] in self.files and \
+                parts[3] not in self.gone_files:
             return 200, self.files[parts[3]]
         return 404, json.dumps({"error": {"message": f"no such object: {path}"}}).encode()
 
@@ -92,13 +114,28 @@ class ScriptedBatches:
         self.batches[ident] = {"id": ident, "object": "batch", "status": "validating",
                                "input_file_id": body["input_file_id"],
                                "created_at": int(time.time()), "behaviour": behaviour,
-                               "polls": 0}
+                               "metadata": body.get("metadata"), "polls": 0}
+        if self.create_delay_s:
+            time.sleep(self.create_delay_s)
         return 200, json.dumps(self._public(self.batches[ident])).encode()
+
+    def _list(self, query: dict[str, list[str]]) -> tuple[int, bytes]:
+        newest = sorted(self.batches, reverse=True)
+        after = query.get("after", [""])[0]
+        if after in newest:
+            newest = newest[newest.index(after) + 1:]
+        limit = int(query.get("limit", ["20"])[0])
+        page = [self._public(self.batches[ident]) for ident in newest[:limit]]
+        return 200, json.dumps({"object": "list", "data": page,
+                                "last_id": page[-1]["id"] if page else None,
+                                "has_more": len(newest) > limit}).encode()
 
     def _retrieve(self, ident: str) -> tuple[int, bytes]:
         batch = self.batches.get(ident)
-        if batch is None:
+        if batch is None or batch["behaviour"] == "lost":
             return 404, b'{"error": {"message": "no such batch"}}'
+        if batch["behaviour"] == "garbage":
+            return 200, b"<html>upstream error</html>"
         batch["polls"] += 1
         if batch["status"] in ("validating", "in_progress"):
             if batch["behaviour"] == "never" or batch["polls"] < self.polls:
@@ -129,11 +166,15 @@ class ScriptedBatches:
                            "response": {"status_code": answer.status,
                                         "request_id": f"r-{index}",
                                         "body": json.loads(payload)}, "error": None})
+            if behaviour == "duplicated":
+                output.append(_failing_twin(output[-1]))
         for key, rows in (("output_file_id", output), ("error_file_id", errors)):
             if rows:
                 ident = self._id("file")
                 self.files[ident] = b"".join(json.dumps(r).encode() + b"\n" for r in rows)
                 batch[key] = ident
+                if behaviour == "no_content":
+                    self.gone_files.add(ident)
         batch["status"] = {"expired": "expired", "failed": "failed"}.get(behaviour,
                                                                          "completed")
         batch["request_counts"] = {"total": len(lines), "completed": len(output),
@@ -142,3 +183,12 @@ class ScriptedBatches:
     @staticmethod
     def _public(batch: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in batch.items() if k not in ("behaviour", "polls")}
+
+
+def _failing_twin(line: dict[str, Any]) -> dict[str, Any]:
+    """``line`` again, its answer's every ``satisfied`` verdict turned false (a provider that
+    answers one request twice, differently)."""
+    text = json.dumps(line).replace('\\"satisfied\\": true', '\\"satisfied\\": false')
+    twin: dict[str, Any] = json.loads(text)
+    twin["id"] = line["id"] + "-again"
+    return twin

@@ -308,5 +308,7 @@ def test_the_spool_reads_only_its_own_files() -> None:
         spool = Spool(root, 1 << 20)
         (Path(root) / "secret.json").write_text('{"id": "x", "body": "not the spool\'s"}')
         assert spool.get("../secret") is None and spool.get("0" * 32) is None
-        spool.add({"id": "ab" * 16, "body": {}})
-        assert spool.get("ab" * 16) == {"id": "ab" * 16, "body": {}}
+        entry = {"id": "ab" * 16, "scorer": "rubric", "run": {}, "body": {},
+                 "trace_id": "1" * 32, "span_id": "2" * 16, "attempts": 0}
+        spool.add(entry)
+        assert spool.get("ab" * 16) == entry

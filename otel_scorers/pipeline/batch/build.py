@@ -9,16 +9,16 @@ from typing import Any
 
 from otel_scorers.config.settings import BatchSettings
 from otel_scorers.errors import ConfigError
+from otel_scorers.judge.batch_output import read_answers
 from otel_scorers.judge.batches import (
     FINISHED,
     MAX_BATCH_BYTES,
-    answers,
     api_for,
     batch_lines,
     replay,
     request_of,
 )
-from otel_scorers.judge.spool import Spool
+from otel_scorers.judge.spool import Spool, SpoolRefused
 from otel_scorers.pipeline.batch.lane import BatchLane, BatchParts
 from otel_scorers.pipeline.slots import Slot
 
@@ -52,13 +52,18 @@ def batch_lane_from(settings: BatchSettings, slots: Sequence[Slot], emission: An
                   "lane batch")
     try:
         spool = Spool(settings.directory, settings.max_bytes)
+    except SpoolRefused as exc:
+        raise ConfigError(f"batch.directory {settings.directory}: the batch lane refuses this "
+                          f"spool: {exc}. Set OTEL_SCORERS_BATCH_DIR to a directory owned by "
+                          "this user and writable by no one else (chmod 700)") from None
     except OSError as exc:
         raise ConfigError(f"batch.directory {settings.directory}: the batch lane cannot keep "
                           f"its spool there ({exc.strerror or exc}); set "
                           "OTEL_SCORERS_BATCH_DIR to a writable, persistent directory") from None
     parts = BatchParts(spool=spool, api=api,
                        request_of=request_of, replay=replay, batch_lines=batch_lines,
-                       answers=answers, finished=FINISHED,
+                       read_answers=read_answers, finished=FINISHED,
+                       refused=SpoolRefused,
                        max_batch_bytes=MAX_BATCH_BYTES, interval_s=settings.interval_s,
                        max_lines=settings.max_lines, max_attempts=settings.max_attempts,
                        window=settings.completion_window,

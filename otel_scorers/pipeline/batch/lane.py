@@ -10,11 +10,28 @@ the scorer's own code and emitted as any result is, late, on the evaluated span'
 evaluation span (a child of the evaluated span, started when the run was spooled), the
 ``gen_ai.evaluation.result`` event, the metrics (recorded when the answer arrives) and the
 sinks; then the entry leaves the spool. A request is in a batch while that batch's record (its
-id and its requests' ids) is on disk: submitting writes nothing else, so a crash never leaves a
-request both waiting and in a batch. A line that failed, expired or never came back is asked
-again in a later batch, at most ``batch.max_attempts`` times, then emitted as an error result
-whose ``error.type`` says why (``batch_failed``, ``batch_expired``). A batch that is not done
-``batch.give_up_after_s`` after it was created counts as expired.
+requests' ids, written with an intent token before ``POST /v1/batches``, the batch's id added
+after) is on disk: submitting writes nothing else, so a crash never leaves a request both
+waiting and in a batch. A line that failed, expired or never came back is asked again in a
+later batch, at most ``batch.max_attempts`` times, then emitted as an error result whose
+``error.type`` says why (``batch_failed``, ``batch_expired``, ``batch_lost``). A batch that is
+not done ``batch.give_up_after_s`` after it was created is given up and cancelled at the
+provider (:mod:`.polling` says how each answer of the provider is settled).
+
+The lane's promise, whatever the provider answers (404s, garbage, files that never end):
+
+- every request in the spool is decided (scored, or an error result with a counted reason)
+  within ``batch.max_attempts`` attempts, each ending within ``batch.give_up_after_s`` plus one
+  ``batch.interval_s`` round after its batch was created; a batch that cannot be read never
+  holds the round: the other batches are polled and new requests submitted;
+- no line is paid for twice, except where the provider is asked again on purpose (a line it
+  failed, expired or lost) and in one window: a process killed during ``POST /v1/batches`` (or
+  a create that timed out) on a provider that neither keeps the batch's ``metadata`` nor lists
+  its batches, where the intent cannot be matched to the batch and its requests go out again;
+- memory while reading an answer is bounded by one 64 kB download chunk plus about ten times
+  one line (at most 2 MB), never by the provider's file (:mod:`otel_scorers.judge.batch_output`);
+- nothing in the spool is used unless this process's user wrote it (the directory's ownership
+  and mode checked at start and at each lead; :mod:`otel_scorers.judge.spool`).
 
 At start the spool is read again: the entries not yet emitted and the batches in flight go on
 (after a ``kill -9`` too). An entry is removed only after its result was emitted, so a crash
@@ -39,6 +56,7 @@ import asyncio
 import hashlib
 import logging
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +68,7 @@ from otel_scorers import background_loop
 from otel_scorers.capture import Captured
 from otel_scorers.emit.spans import Subject
 from otel_scorers.names import Reason
+from otel_scorers.pipeline.batch.polling import INTENT_KEY, Polling
 from otel_scorers.scorers.result import ScoreError, ScoreResult
 from otel_scorers.scorers.run import ScorerRun
 
@@ -65,11 +84,14 @@ class BatchParts:
     api: Any
     request_of: Callable[..., Any]
     replay: Callable[..., Any]
-    #: the JSONL input of bodies by id; a finished batch's answers and failures by id
+    #: the JSONL input of bodies by id
     batch_lines: Callable[[dict[str, Any]], bytes]
-    answers: Callable[..., Any]
+    #: a finished batch's files read line by line, each line handed on
+    read_answers: Callable[..., Any]
     #: the states of a batch that is over
     finished: frozenset[str]
+    #: what the spool raises when it is not this user's alone
+    refused: type[Exception]
     #: the most bytes of one batch's input file (the provider's limit: OpenAI's is 200 MB)
     max_batch_bytes: int
     interval_s: float
@@ -79,14 +101,21 @@ class BatchParts:
     give_up_after_s: float
 
 
-class BatchLane:
+#: What ``health()["batch"]`` counts since the start (see :mod:`.polling` for the batches').
+COUNTS = ("spooled", "submitted", "emitted", "retried", "failed", "spool_full", "lost",
+          "given_up", "cancelled", "cancel_failed", "adopted", "intents_dropped",
+          "record_failed", "truncated", "missing_files", "unreadable_lines", "duplicates",
+          "round_errors", "untrusted")
+
+
+class BatchLane(Polling):
     """Defers the judgements of the batch scorers and emits them when they come back."""
 
     def __init__(self, parts: BatchParts, slots: Mapping[str, Any], emission: Any,
                  log_once: Callable[[str, str], None]) -> None:
         self.parts, self.slots, self.emission, self._log_once = parts, slots, emission, log_once
-        self.counts = {"spooled": 0, "submitted": 0, "emitted": 0, "retried": 0, "failed": 0,
-                       "spool_full": 0}
+        self.counts = dict.fromkeys(COUNTS, 0)
+        self._created: dict[str, str] = {}
         self._task: Any = None
         self._stopped = False
         self._lock = asyncio.Lock()
@@ -95,7 +124,7 @@ class BatchLane:
         """In a forked child: a fresh lock, no rounds (they start with the child's first
         deferred run), counts of its own; the parent keeps the spool's lead while it lives."""
         self._task, self._lock = None, asyncio.Lock()
-        self.counts = dict.fromkeys(self.counts, 0)
+        self.counts, self._created = dict.fromkeys(self.counts, 0), {}
         self.parts.spool.after_fork()
 
     def handles(self, name: str) -> bool:
@@ -122,7 +151,18 @@ class BatchLane:
                  "trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}",
                  "span_name": subject.name, "agent": captured.agent, "source": captured.source,
                  "body": body, "attempts": 0, "spooled_ns": time.time_ns()}
-        if await asyncio.to_thread(self.parts.spool.add, entry):
+        try:
+            added = await asyncio.to_thread(self.parts.spool.add, entry)
+        except OSError as exc:  # a full disk, a read-only one: the same counted reason
+            self.counts["spool_full"] += 1
+            self.emission.dropped(slot, Reason.SPOOL_FULL)
+            self._log_once("batch:write", "otel-scorers: the batch spool cannot be written "
+                           f"({exc.strerror or type(exc).__name__}): judgements of the batch "
+                           "lane are dropped (decision dropped, reason spool_full). To fix: "
+                           "free space under, or point batch.directory "
+                           "(OTEL_SCORERS_BATCH_DIR) at, a writable disk with room")
+            return
+        if added:
             self.counts["spooled"] += 1
             return
         self.counts["spool_full"] += 1
@@ -181,22 +221,56 @@ class BatchLane:
     def _failed(self, exc: Exception) -> None:
         """The provider unreachable, a bad answer: said once, tried again next round."""
         logger.debug("batch round failed", exc_info=exc)
+        self.counts["round_errors"] += 1
+        if isinstance(exc, OSError):
+            self._log_once("batch:disk", "otel-scorers: the batch lane cannot write its spool "
+                           f"({exc.strerror or exc}): nothing is submitted until it can; free "
+                           "space under batch.directory (OTEL_SCORERS_BATCH_DIR)")
+            return
         self._log_once("batch:round", f"otel-scorers: a batch round failed ({exc}); it is "
                        "tried again every batch.interval_s")
 
     async def round(self) -> None:
         """Poll the open batches (emitting what came back), then submit what waits. One batch
-        and one entry at a time in memory, however many wait on disk."""
+        and one entry at a time in memory, however many wait on disk; a batch that fails to
+        poll is tried again next round and holds neither the others nor the submission."""
         async with self._lock:
             spool = self.parts.spool
-            if not await asyncio.to_thread(spool.lead):  # another process submits and emits
-                await asyncio.to_thread(spool.recount)
+            try:
+                leading = await asyncio.to_thread(spool.lead)
+            except self.parts.refused as exc:
+                self.counts["untrusted"] += 1
+                self._log_once("batch:untrusted", f"otel-scorers: the batch spool is refused "
+                               f"({exc}): nothing in it is sent or emitted; set batch.directory "
+                               "(OTEL_SCORERS_BATCH_DIR) to a directory only this user can "
+                               "write")
                 return
             await asyncio.to_thread(spool.recount)
+            if not leading:  # another process submits and emits
+                return
             for batch in (await asyncio.to_thread(spool.batches)).values():
-                await self._poll(batch)
+                try:
+                    await self._poll(batch)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self._failed(exc)
+            self._said_set_aside()
             if not self._stopped:
                 await self._submit_waiting()
+
+    def _said_set_aside(self) -> None:
+        aside = self.parts.spool.set_aside
+        if aside["unreadable"]:
+            self._log_once("batch:unreadable", f"otel-scorers: {aside['unreadable']} batch "
+                           "spool entr(y/ies) could not be read (truncated, empty, not of the "
+                           "lane's shape) and were set aside as *.unreadable: their runs are "
+                           "not judged (health()['batch']['spool_unreadable'])")
+        if aside["refused"]:
+            self._log_once("batch:refused", f"otel-scorers: {aside['refused']} batch spool "
+                           "entr(y/ies) were not this user's regular files and were set aside "
+                           "as *.refused, never sent; check who writes batch.directory "
+                           "(OTEL_SCORERS_BATCH_DIR)")
 
     def _waiting(self) -> tuple[list[str], Path | None]:
         """The ids of what waits and its batch input in a file of the spool (in a thread):
@@ -236,59 +310,39 @@ class BatchLane:
         return len(ids)
 
     async def _submit(self, ids: list[str], lines: Path) -> None:
+        """One batch of ``ids``: its record (the requests and an intent token, which the batch
+        carries in its ``metadata``) written before it is created, its id added after; a full
+        disk before the create sends nothing, after it the batch is followed from memory."""
         api, spool = self.parts.api, self.parts.spool
+        token = uuid.uuid4().hex
+        record: dict[str, Any] = {"intent": token, "entries": ids, "created": time.time()}
+        # the record is what puts the requests in the batch (one synced write for them all)
+        await asyncio.to_thread(spool.save_batch, record)
         file_id = await api.upload(lines)
-        batch = await api.create(file_id, self.parts.window)
+        batch = await api.create(file_id, self.parts.window, {INTENT_KEY: token})
         ident = batch.get("id")
         if not isinstance(ident, str):
             raise ValueError("the batch API gave the batch no id")
-        # its record is what puts the requests in the batch (one synced write for them all)
-        await asyncio.to_thread(spool.save_batch, {
-            "id": ident, "entries": ids, "created": time.time()})
         self.counts["submitted"] += len(ids)
+        try:
+            await asyncio.to_thread(spool.save_batch, {**record, "id": ident})
+        except OSError as exc:
+            self._created[token] = ident
+            self.record_failed(exc)
 
-    async def _poll(self, batch: dict[str, Any]) -> None:
-        api, spool = self.parts.api, self.parts.spool
-        state = await api.retrieve(batch["id"])
-        status = state.get("status")
-        late = time.time() - float(batch.get("created", 0)) > self.parts.give_up_after_s
-        if status not in self.parts.finished and not late:
-            return
-        answered, failed = await self.parts.answers(api, state)
-        reason = "batch_expired" if status == "expired" or late else "batch_failed"
-        for ident in batch.get("entries", ()):
-            entry = await asyncio.to_thread(spool.get, str(ident))
-            if entry is None:
-                continue  # emitted already (a restart after the emission)
-            try:
-                if ident in answered:
-                    await self._emit(entry, answered[ident])
-                else:
-                    await self._again(entry, failed.get(ident, reason))
-            except Exception:  # one line that cannot be emitted never holds its batch's others
-                logger.debug("batch line not emitted", exc_info=True)
-                self._log_once("batch:line", "otel-scorers: a batch answer could not be "
-                               "emitted (an internal error, counted as the scorer's error); "
-                               "the others go on")
-                slot = self.slots.get(entry["scorer"])
-                if slot is not None:
-                    self.emission.failed(slot)
-                self.counts["failed"] += 1
-                await asyncio.to_thread(spool.remove, entry["id"])
-        await asyncio.to_thread(spool.drop_batch, batch["id"])
-
-    async def _again(self, entry: dict[str, Any], reason: str) -> None:
+    async def _again(self, entry: dict[str, Any], reason: str, *, final: bool = False,
+                     message: str | None = None) -> None:
         """A line that did not come back: asked again (once its batch's record is dropped),
-        or past its attempts an error result."""
+        or (``final``, or past its attempts) an error result."""
         entry["attempts"] = int(entry.get("attempts", 0)) + 1
-        if entry["attempts"] < self.parts.max_attempts:
+        if entry["attempts"] < self.parts.max_attempts and not final:
             await asyncio.to_thread(self.parts.spool.update, entry)
             self.counts["retried"] += 1
             return
         slot = self.slots.get(entry["scorer"])
         if slot is not None:
             message = (f"the batch lane got no answer after {entry['attempts']} attempt(s) "
-                       f"({reason})")
+                       f"({reason}{': ' + message if message else ''})")
             result = ScoreResult(run_id=str(entry["run"].get("run_id", "")), scorer=slot.name,
                                  scale=float(getattr(slot.scorer, "scale", 1.0)),
                                  error=ScoreError(type=reason, message=message),
@@ -296,6 +350,16 @@ class BatchLane:
             self._emit_result(slot, entry, result, judged=False)
         self.counts["failed"] += 1
         await asyncio.to_thread(self.parts.spool.remove, entry["id"])
+
+    def _line_failed(self, entry: dict[str, Any]) -> None:
+        """A line whose emission raised: the scorer's internal error, out of the spool."""
+        self._log_once("batch:line", "otel-scorers: a batch answer could not be emitted (an "
+                       "internal error, counted as the scorer's error); the others go on")
+        slot = self.slots.get(entry["scorer"])
+        if slot is not None:
+            self.emission.failed(slot)
+        self.counts["failed"] += 1
+        self.parts.spool.remove(entry["id"])
 
     async def _emit(self, entry: dict[str, Any], body: dict[str, Any]) -> None:
         slot = self.slots.get(entry["scorer"])
@@ -320,4 +384,6 @@ class BatchLane:
     def report(self) -> dict[str, Any]:
         """For ``health()["batch"]``: what is waiting on disk and what happened since start."""
         spool = self.parts.spool
-        return {**self.counts, "pending_bytes": spool.used_bytes, "leading": spool.leading}
+        return {**self.counts, "spool_unreadable": spool.set_aside["unreadable"],
+                "spool_refused": spool.set_aside["refused"],
+                "pending_bytes": spool.used_bytes, "leading": spool.leading}
