@@ -58,6 +58,9 @@ def fix_for(error_type: str, message: str, mode: str | None = None) -> str:
                 "OTEL_SCORERS_EVALUATION_TIMEOUT, or lower OTEL_SCORERS_CONCURRENCY")
     if error_type == "truncated":
         return "raise OTEL_SCORERS_JUDGE_MAX_TOKENS, or shorten the rubric"
+    if error_type == "invalid_input":  # the run, not the judge: a code check's too
+        return ("the run lacks what the scorer needs or passes a check's bound, as said: "
+                "docs/agent-scorers.md says what each check reads")
     other = {"json_object": "json_schema (or prompt)", "prompt": "json_object",
              "json_object_schema": "json_object"}.get(mode or "", "json_object")
     used = f" (in use: {mode})" if mode else ""

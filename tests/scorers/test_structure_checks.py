@@ -184,3 +184,26 @@ def test_checks_pickle_and_keep_their_ids() -> None:
     assert [c.id for c in made][:3] == ["json", "json_schema_declared", "tool_args_valid"]
     assert made[3].id.startswith("json_schema_")
     assert pickle.loads(pickle.dumps(made)) == made
+
+
+def test_a_check_that_cannot_decide_is_counted_and_said_once_with_its_own_fix(
+        make_processor: Any, telemetry: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Live: a run that declares no response schema is a counted ``invalid_input`` decision
+    and one warning whose fix is about the run, not about a judge's structured output."""
+    from tests.support import genai_attributes
+
+    processor = make_processor([ChecksScorer(["json_schema declared", "json"])])
+    tracer = telemetry.tracer()
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
+            "gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 5}
+    with caplog.at_level("WARNING", logger="otel_scorers"):
+        for _ in range(2):
+            with tracer.start_as_current_span(
+                    "invoke_agent", attributes=genai_attributes(answer='{"city": "Paris"}')), \
+                    tracer.start_as_current_span("chat gpt-4o-mini", attributes=chat):
+                pass
+        assert processor.force_flush(20_000)
+    assert processor.counts.count("filtered", "invalid_input") == 2
+    said = [r.getMessage() for r in caplog.records if "cannot judge" in r.getMessage()]
+    assert len(said) == 1 and "declares no response schema" in said[0], said
+    assert "STRUCTURED_OUTPUT" not in said[0] and "docs/agent-scorers.md" in said[0], said
