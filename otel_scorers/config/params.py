@@ -293,6 +293,15 @@ def _env_of(info: Any) -> str | None:
     return env if isinstance(env, str) else None
 
 
+def _separated(info: Any) -> Callable[[str], Any] | None:
+    """A list option whose items hold commas (quick checks) names its own ``separator``."""
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    separator = extra.get("separator")
+    if not isinstance(separator, str):
+        return None
+    return lambda text: [item.strip() for item in text.split(separator) if item.strip()]
+
+
 def params() -> tuple[Param, ...]:
     """Every setting: :data:`CORE_PARAMS`, with the options of every registered scorer type
     after ``scorers.*.sampling`` (one row per option name: the types that take it, its doc and
@@ -307,7 +316,8 @@ def params() -> tuple[Param, ...]:
         for name, info in row.options.model_fields.items():
             options.setdefault(name, ([], info))[0].append(row.name)
     derived = [Param(f"scorers.*.{name}", _env_of(info),
-                     f"{', '.join(f'`{t}`' for t in kinds)}: {info.description or ''}")
+                     f"{', '.join(f'`{t}`' for t in kinds)}: {info.description or ''}",
+                     parse=_separated(info))
                for name, (kinds, info) in options.items()]
     split = next(i for i, p in enumerate(CORE_PARAMS) if p.path == "scorers.*.sampling") + 1
     blocks = [Param(f"{row.name}.{name}", _env_of(info), info.description or "")

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from otel_scorers.errors import ConfigError
-from otel_scorers.registry import Flag, Options, ScorerType, option
+from otel_scorers.registry import Flag, Options, ScorerType
 from otel_scorers.scorers.analysis import RubricAnalysis
 from otel_scorers.scorers.base import BaseScorer, validate_scale
 from otel_scorers.scorers.checks import (
@@ -77,9 +77,12 @@ class ChecksScorer(BaseScorer):
 class ChecksOptions(Options):
     """The checks scorer's options (``type: checks``)."""
 
-    checks: list[str] = option(None, "the quick checks (`called_tool get_weather`, "
-                               "`no_tool_errors`, ...; see docs/agent-scorers.md)",
-                               default_factory=list)
+    checks: list[str] = Field(
+        default_factory=list,
+        description="the quick checks (`called_tool get_weather`, `no_tool_errors`, "
+                    "`json_schema declared`, `no_pii`, ...; see docs/agent-scorers.md); the "
+                    "variable: a `;` list (a check may hold commas)",
+        json_schema_extra={"env": "OTEL_SCORERS_CHECKS", "separator": ";"})
 
     @model_validator(mode="after")
     def _some(self) -> ChecksOptions:

@@ -93,3 +93,27 @@ def test_sums_past_the_step_bound_fail_when_over_and_are_not_decided_under() -> 
     assert held is None
     result = ChecksScorer(["max_tokens 100000"]).run(run_of(steps=many))
     assert result.passed is None and result.skipped == "steps_truncated"
+
+
+def test_the_checks_run_live_from_the_environment(
+        monkeypatch: pytest.MonkeyPatch, judge_server: Any, telemetry: Any) -> None:
+    """``OTEL_SCORERS_SCORERS=checks`` with ``OTEL_SCORERS_CHECKS``, a ``;`` list (a check
+    may hold commas): each check's id in the evaluation and in its criterion series."""
+    from tests.support import end_agent_span, processor_from_env
+
+    processor = processor_from_env(monkeypatch, judge_server, telemetry, {
+        "OTEL_SCORERS_SCORERS": "checks",
+        "OTEL_SCORERS_CHECKS": "json; no_pii email, card; max_duration 5s; max_length 2 words"})
+    try:
+        assert not processor.disabled_because, processor.disabled_because
+        end_agent_span(telemetry, answer='{"reply": "mail bob@example.com"}')
+        assert processor.force_flush(20_000)
+        (span,) = telemetry.evaluation_spans("checks")
+        reason = str(span.attributes["gen_ai.evaluation.explanation"])
+        assert "2 of 4 checks fail" in reason and "email x1" in reason, reason
+        for criterion, held in (("json", "true"), ("no_pii_email_card", "false"),
+                                ("max_duration_5s", "true"), ("max_length_2_words", "false")):
+            assert telemetry.metric_value("otel_scorers.criterion.verdicts", scorer="checks",
+                                          criterion=criterion, satisfied=held) == 1, criterion
+    finally:
+        processor.shutdown()
