@@ -60,27 +60,32 @@ def tools_of(attribute_sets: Sequence[Mapping[str, Any]]) -> tuple[ToolDefinitio
 def output_schema_of(attribute_sets: Sequence[Mapping[str, Any]]) -> str | None:
     """The JSON schema the answer was asked to fit, as JSON text: the last LLM call's that
     declares one (the call that gave the answer), else ``None``."""
-    chosen: Any = None
-    for attrs in attribute_sets:
+    for attrs in reversed(attribute_sets):  # the last one listed that declares one
         schema = _declared_output(attrs)
         if schema is not None:
-            chosen = schema
-    return schema_text(chosen) if chosen is not None else None
+            return schema_text(schema)
+    return None
 
 
 def _declared_output(attrs: Mapping[str, Any]) -> Any:
     traceloop = _json(attrs.get("gen_ai.request.structured_output_schema"))
     if isinstance(traceloop, Mapping):
         return traceloop
-    pydantic_ai = _json(attrs.get("model_request_parameters"))
+    pydantic_ai = _json(_holding(attrs.get("model_request_parameters"), '"output_object"'))
     if isinstance(pydantic_ai, Mapping):
         output = pydantic_ai.get("output_object")
         if isinstance(output, Mapping) and isinstance(output.get("json_schema"), Mapping):
             return output["json_schema"]
-    parameters = _json(attrs.get("llm.invocation_parameters"))
+    parameters = _json(_holding(attrs.get("llm.invocation_parameters"), '"schema'))
     if isinstance(parameters, Mapping):
         return _response_format(parameters)
     return None
+
+
+def _holding(value: Any, marker: str) -> Any:
+    """``value`` when it may declare a schema (a text holding ``marker``, or a mapping): most
+    calls declare none, and their parameters are not parsed for it."""
+    return value if not isinstance(value, str) or marker in value else None
 
 
 def _response_format(parameters: Mapping[str, Any]) -> Any:
