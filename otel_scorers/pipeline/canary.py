@@ -165,6 +165,10 @@ class Canaries:
             shuffled = random.Random(slot.name).sample(mine, len(mine))
             passing = [c for c in shuffled if expected_pass(c)]
             failing = [c for c in shuffled if not expected_pass(c)]
+            problem = set_problem(len(passing), len(failing))
+            if problem:
+                log_once(f"canary:set:{slot.name}", f"otel-scorers: scorer {slot.name}'s "
+                         f"canary set ({settings.cases}) {problem}")
             earlier = self.states.get(slot.name)
             if earlier is not None:  # a re-read: the verdicts and the spend go on
                 earlier.passing, earlier.failing = passing, failing
@@ -262,8 +266,35 @@ class Canaries:
         for name, state in self.states.items():
             tpr, tnr = state.rates()
             out[name] = {**state.counts, "window": len(state.window),
-                         "true_positive_rate": tpr, "true_negative_rate": tnr}
+                         "true_positive_rate": tpr, "true_negative_rate": tnr,
+                         "cases_passing": len(state.passing),
+                         "cases_failing": len(state.failing)}
         return out
+
+
+#: The fewest cases of each label a canary set should have: below it a rate is a few cases
+#: judged over and over (one flaky case moves it by a fifth or more).
+MIN_CASES_PER_LABEL = 5
+
+
+def set_problem(passing: int, failing: int) -> str | None:
+    """What is wrong with a canary set of ``passing`` and ``failing`` cases, said with the
+    numbers (``None``: nothing). A one-sided set still runs (it catches the judge broken the
+    other way), but the rate it lacks is never measured, so the drift alert cannot fire on a
+    judge broken into that verdict: the line says so and what to add."""
+    if not failing:
+        return (f"has {passing} passing case(s) and no failing one: its true-negative rate "
+                "cannot be measured, and a judge broken into always passing would agree "
+                "100% (OtelScorersJudgeDrift never fires). Add cases labelled fail")
+    if not passing:
+        return (f"has {failing} failing case(s) and no passing one: its true-positive rate "
+                "cannot be measured, and a judge broken into always failing would agree "
+                "100%. Add cases labelled pass")
+    if min(passing, failing) < MIN_CASES_PER_LABEL:
+        return (f"is small ({passing} passing, {failing} failing case(s)): its rates come "
+                f"from the same few cases judged again and again. Give it at least "
+                f"{MIN_CASES_PER_LABEL} of each label")
+    return None
 
 
 #: A case labelled by a score (prompt alignment) is a passing canary in the ``high`` band, a

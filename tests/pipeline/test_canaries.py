@@ -150,3 +150,61 @@ def test_canaries_from_a_backend_that_is_not_configured_say_so_once(
     lines = [r.getMessage() for r in caplog.records if "canary cases" in r.getMessage()]
     assert len(lines) == 1 and "OTEL_SCORERS_PHOENIX_ENDPOINT" in lines[0], lines
     assert processor.canaries is not None and processor.canaries.states == {}
+
+
+def canary_file(tmp_path: Any, *, passing: int, failing: int) -> str:
+    """A labelled file of the bundled rubric cases: ``passing`` and ``failing`` of each."""
+    import json
+    from pathlib import Path
+
+    import otel_scorers.calibration
+
+    golden = Path(otel_scorers.calibration.__file__).parent / "golden-v1.jsonl"
+    rows = [json.loads(line) for line in golden.read_text().splitlines()]
+    rubric = [row for row in rows if row["scorer"] == "rubric"]
+    chosen = [r for r in rubric if r["expected"].get("label") == "pass"][:passing] + \
+        [r for r in rubric if r["expected"].get("label") == "fail"][:failing]
+    path = Path(tmp_path) / "canaries.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in chosen))
+    return str(path)
+
+
+@pytest.mark.parametrize(("passing", "failing", "said"), [
+    (6, 0, "has 6 passing case(s) and no failing one: its true-negative rate cannot be "
+           "measured, and a judge broken into always passing would agree 100%"),
+    (0, 6, "has 6 failing case(s) and no passing one: its true-positive rate"),
+    (2, 3, "is small (2 passing, 3 failing case(s))"),
+])
+def test_a_one_sided_or_small_canary_set_is_said_with_its_numbers(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any, telemetry: Telemetry,
+        judge: JudgeClient, judge_server: ScriptedJudgeServer, make_processor: Any,
+        caplog: pytest.LogCaptureFixture, passing: int, failing: int, said: str) -> None:
+    """A set of passing labels only lets a judge broken into "always pass" keep 100%
+    agreement with no true-negative rate: said at the first round, with the numbers; the
+    health report carries them."""
+    monkeypatch.setenv("OTEL_SCORERS_CANARY_FILE",
+                       canary_file(tmp_path, passing=passing, failing=failing))
+    monkeypatch.setenv("OTEL_SCORERS_CANARY_INTERVAL_S", "0.1")
+    judge_server.responder = labelled_responder(CASES)
+    with caplog.at_level("WARNING", logger="otel_scorers"):
+        processor = make_processor([RubricScorer(judge)])
+        wait_for(lambda: "rubric" in processor.health().get("canaries", {}),
+                 "the canaries loaded")
+    lines = [r.getMessage() for r in caplog.records if "canary set" in r.getMessage()]
+    assert len(lines) == 1 and said in lines[0], lines
+    report = processor.health()["canaries"]["rubric"]
+    assert (report["cases_passing"], report["cases_failing"]) == (passing, failing)
+
+
+def test_a_balanced_canary_set_is_not_warned_about(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any, telemetry: Telemetry,
+        judge: JudgeClient, judge_server: ScriptedJudgeServer, make_processor: Any,
+        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("OTEL_SCORERS_CANARY_FILE", canary_file(tmp_path, passing=5, failing=5))
+    monkeypatch.setenv("OTEL_SCORERS_CANARY_INTERVAL_S", "0.1")
+    judge_server.responder = labelled_responder(CASES)
+    with caplog.at_level("WARNING", logger="otel_scorers"):
+        processor = make_processor([RubricScorer(judge)])
+        wait_for(lambda: "rubric" in processor.health().get("canaries", {}),
+                 "the canaries loaded")
+    assert not [r for r in caplog.records if "canary set" in r.getMessage()]
