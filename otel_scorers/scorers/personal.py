@@ -96,27 +96,49 @@ def find_pii(text: str, kinds: tuple[str, ...] = KINDS,
     return found
 
 
-#: What a text must hold for a kind's patterns to be worth running (a cheap test first: the
-#: e-mail and IPv6 patterns try every position of a text that cannot hold one).
-_WORTH: dict[str, Callable[[str], bool]] = {
-    "email": lambda text: "@" in text,
-    "ip": lambda text: "." in text or ":" in text,
+#: Cheap tests first (C-speed translations and substring searches, a few microseconds on
+#: kilobytes): a pattern runs only where its test finds a candidate. Each test holds wherever
+#: its pattern can match (a superset), so nothing is missed: digits written 0 (an IPv4
+#: address holds ``0.0``), separators dropped too (a card holds 13 digits in a row, a phone
+#: without ``+`` 8), hex digits written 0 (an IPv6 address holds ``0:0`` or ``::``), capitals
+#: written A (an IBAN starts ``AA00``).
+_DIGITS = str.maketrans("0123456789", "0000000000")
+_SEPARATORS = str.maketrans("", "", " .-()")
+_HEX = str.maketrans("0123456789abcdefABCDEF", "0" * 22)
+_CAPITALS = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", "A" * 26 + "0" * 10)
+
+
+class _Views:
+    """The translated views of one text, each made on first use."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._made: dict[str, str] = {}
+
+    def view(self, name: str) -> str:
+        if name not in self._made:
+            self._made[name] = (self.view("digits").translate(_SEPARATORS) if name == "compact"
+                                else self.text.translate({"digits": _DIGITS, "hex": _HEX,
+                                                          "capitals": _CAPITALS}[name]))
+        return self._made[name]
+
+
+_WORTH: dict[int, Callable[[_Views], bool]] = {
+    id(_EMAIL): lambda v: "@" in v.text,
+    id(_IBAN): lambda v: "AA00" in v.view("capitals"),
+    id(_CARD): lambda v: "0" * 13 in v.view("compact"),
+    id(_IPV4): lambda v: "0.0" in v.view("digits"),
+    id(_IPV6): lambda v: "::" in v.text or "0:0" in v.view("hex"),
+    id(_PHONE): lambda v: "+" in v.text or "0" * 8 in v.view("compact"),
 }
-_HEX_COLON = re.compile(r"[0-9A-Fa-f]:[0-9A-Fa-f:]|::")
-_DIGIT_RUN = re.compile(r"\d[\d -]{11,}\d")  # 13 digits or more, spaces and dashes between
-_DOT_DIGIT = re.compile(r"\d\.\d")
-#: Per pattern: a cheaper one that must match somewhere first.
-_FIRST = {id(_IPV6): _HEX_COLON, id(_CARD): _DIGIT_RUN, id(_IPV4): _DOT_DIGIT}
 
 
 def _matches(text: str, kinds: tuple[str, ...], patterns: tuple[tuple[str, str], ...]
              ) -> Iterator[tuple[str, int, int]]:
+    views = _Views(text)
     for kind in (k for k in KINDS if k in kinds):
-        if kind in _WORTH and not _WORTH[kind](text):
-            continue
         for pattern, valid in _DETECTORS[kind]:
-            first = _FIRST.get(id(pattern))
-            if first is not None and first.search(text) is None:
+            if not _WORTH[id(pattern)](views):
                 continue
             for match in pattern.finditer(text):
                 if valid is None or valid(match.group(0)):

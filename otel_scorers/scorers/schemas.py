@@ -12,11 +12,12 @@ Validated with the ``jsonschema`` library (the draft a schema's ``$schema`` name
   meta-schemas resolve as usual;
 - one validation takes at most :data:`VALIDATION_BUDGET_S` (the budget ``matches`` already
   has): every keyword that descends, follows a reference or compares against many values
-  checks the deadline, ``pattern`` and ``patternProperties`` search with
-  the ``regex`` module under the time left (a pattern with nested repeats gives up instead of
-  backtracking for minutes), ``uniqueItems`` is linear (the library's fallback is quadratic);
-  a ``$ref`` cycle that recurses without end is an error too. A validation gives up only once
-  it has made :data:`MIN_CHECKS` deadline checks past the deadline (or a search used
+  checks the deadline, ``pattern`` and ``patternProperties`` search with the ``regex`` module
+  under the time left (a pattern with nested repeats gives up instead of backtracking for
+  minutes), ``uniqueItems`` is linear (the library's fallback is quadratic), ``enum`` one set
+  lookup per value (the library compares with every member); a ``$ref`` cycle that recurses
+  without end is an error too. A validation gives up only once it has made
+  :data:`MIN_CHECKS` deadline checks (or is a whole budget late, or a search used
   :data:`MIN_SEARCH_S` at least): one held up by a garbage collection or a busy machine is not
   a slow one, and is not turned into an error.
 
@@ -87,8 +88,10 @@ class _OverBudget(Exception):
 
 
 def _over(state: list[float]) -> bool:
+    """Past the deadline, after :data:`MIN_CHECKS` checks (or a whole budget past it)."""
     state[1] += 1
-    return state[1] >= MIN_CHECKS and time.monotonic() > state[0]
+    late = time.monotonic() - state[0]
+    return late > 0 and (state[1] >= MIN_CHECKS or late > VALIDATION_BUDGET_S)
 
 
 #: The keywords whose cost is not bounded by their own value: they descend into subschemas,
@@ -171,6 +174,22 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> It
         seen.add(key)
 
 
+def _enum_keyword() -> Callable[..., Iterator[Any]]:
+    """``enum`` in one set lookup per value (the library compares with every member: a huge
+    ``enum`` over many values is their product), and a message that does not list them."""
+    members: dict[int, tuple[Any, frozenset[str]]] = {}  # by the enum list's id (the schema
+    # holding it lives as long as this validator)
+
+    def enum(validator: Any, enums: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        known = members.get(id(enums))
+        if known is None or known[0] is not enums:
+            known = (enums, frozenset(_canonical(member) for member in enums))
+            members[id(enums)] = known
+        if _canonical(instance) not in known[1]:
+            yield ValidationError("is not one of the enum's values")
+    return enum
+
+
 def _depth(value: Any, limit: int) -> bool:
     """Whether ``value`` nests at most ``limit`` deep (iterative: no recursion to exhaust)."""
     stack = [(value, 1)]
@@ -213,7 +232,7 @@ def compiled(schema_text: str) -> Any:
     keywords = {name: _timed(keyword) for name, keyword in base.VALIDATORS.items()
                 if name in _COMPOUND}
     keywords.update(pattern=_timed(_pattern), patternProperties=_timed(_pattern_properties),
-                    uniqueItems=_timed(_unique_items))
+                    uniqueItems=_timed(_unique_items), enum=_timed(_enum_keyword()))
     return validators.extend(base, keywords)(schema, registry=_REGISTRY)
 
 

@@ -136,3 +136,36 @@ def test_a_found_value_is_in_no_span_event_metric_log_or_backend_write(
             assert not leaks, (value, leaks)
     finally:
         processor.shutdown()
+
+
+def test_the_cheap_tests_first_never_miss_what_the_patterns_find() -> None:
+    """Each pattern runs only where a cheap test finds a candidate: on texts built to sit at
+    the edges (separators, parentheses, hex, capitals), what is found equals what the
+    patterns find run on every text."""
+    import random
+
+    from otel_scorers.scorers import personal
+
+    def unfiltered(text: str) -> dict[str, list[int]]:
+        found: dict[str, list[int]] = {}
+        claimed: list[tuple[int, int]] = []
+        for kind in personal.KINDS:
+            for pattern, valid in personal._DETECTORS[kind]:
+                for m in pattern.finditer(text):
+                    if (valid is None or valid(m.group(0))) and not any(
+                            m.start() < r and left < m.end() for left, r in claimed):
+                        claimed.append((m.start(), m.end()))
+                        found.setdefault(kind, []).append(m.start())
+        return found
+
+    rng = random.Random(55)
+    pieces = ["4111-1111-1111-1111", "(415) 555-0132", "415.555.0132", "+1 (415) 555 0132",
+              "GB82 WEST 1234 5698 7654 32", "10.0.0.1", "fe80::1", "a:b:c:d:e:f:1:2",
+              "x@y.io", "12:30", "1.2.3", "SKU-0001", " ", "-", ".", "(", ")", ":", "+", "@"]
+    alphabet = "0123456789abcdefABCXYZ .-()+:@"
+    for _ in range(3_000):
+        parts = [rng.choice(pieces) if rng.random() < 0.4 else
+                 "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12)))
+                 for _ in range(rng.randint(1, 6))]
+        text = rng.choice(["", " ", "-"]).join(parts)
+        assert personal.find_pii(text) == unfiltered(text), text

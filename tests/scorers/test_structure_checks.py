@@ -143,14 +143,15 @@ def test_a_hostile_schema_never_holds_the_worker_past_the_budget() -> None:
                ({"items": {"enum": list(range(6_000))}}, json.dumps([-1] * 40_000)),
                ({"uniqueItems": True}, json.dumps([{"a": i} for i in range(30_000)] + [{}]))]
     for schema, answer in hostile:
-        start = time.monotonic()
+        validator, value = schemas.compiled(json.dumps(schema)), json.loads(answer)
+        start = time.thread_time()  # (CPU: a busy shared machine only adds wall time)
         try:
-            found = schemas.failures(schemas.compiled(json.dumps(schema)), json.loads(answer))
+            found = schemas.failures(validator, value)
         except schemas.SchemaBoundError as exc:
             assert "VALIDATION_BUDGET_S" in str(exc)
         else:
             assert found  # decided in time: it fails
-        assert time.monotonic() - start < schemas.VALIDATION_BUDGET_S + 0.15
+        assert time.thread_time() - start < schemas.VALIDATION_BUDGET_S + 0.1, schema
     reason = error_of("json_schema declared", run_of(
         json.dumps("a" * 5_000 + "b"), output_schema={"pattern": "^(a|aa)+$"}))
     assert "gave up" in reason
@@ -207,3 +208,24 @@ def test_a_check_that_cannot_decide_is_counted_and_said_once_with_its_own_fix(
     said = [r.getMessage() for r in caplog.records if "cannot judge" in r.getMessage()]
     assert len(said) == 1 and "declares no response schema" in said[0], said
     assert "STRUCTURED_OUTPUT" not in said[0] and "docs/agent-scorers.md" in said[0], said
+
+
+def test_the_bounded_keywords_agree_with_the_library() -> None:
+    """``enum``, ``uniqueItems``, ``pattern`` and ``patternProperties`` are this module's own
+    (bounded): on values at JSON Schema's equality edges they decide as jsonschema does."""
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+
+    cases = [
+        ({"enum": [1, "a", {"x": [1, 2]}, None, True, [1.5]]},
+         [1, 1.0, True, False, 0, "a", "A", {"x": [1, 2.0]}, {"x": [2, 1]}, None, [1.5], []]),
+        ({"uniqueItems": True},
+         [[1, 1.0], [1, True], [0, False], [{"a": 1, "b": 2}, {"b": 2, "a": 1}], [[1], [1.0]],
+          ["a", "b"], [], [None, None]]),
+        ({"pattern": "^a+$"}, ["aaa", "ab", "", 3]),
+        ({"patternProperties": {"^x": {"type": "integer"}}}, [{"x1": 1}, {"x1": "a"}, {"y": "a"}]),
+    ]
+    for schema, values in cases:
+        ours = schemas.compiled(json.dumps(schema))
+        theirs = Draft202012Validator(schema)
+        for value in values:
+            assert (not schemas.failures(ours, value)) == theirs.is_valid(value), (schema, value)
