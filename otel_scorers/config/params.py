@@ -169,18 +169,20 @@ CORE_PARAMS: tuple[Param, ...] = (
     P("batch.directory", "OTEL_SCORERS_BATCH_DIR", "the batch lane's spool: deferred judge "
       "requests and submitted batches, one file each, re-read at start (keep it on a "
       "persistent, private disk; a server's workers share it: one at a time submits and "
-      "emits for all)"),
+      "emits for all); it must be owned by this user and writable by no one else (else "
+      "refused at start)"),
     P("batch.max_bytes", "OTEL_SCORERS_BATCH_MAX_BYTES", "the most the spool holds; a "
       "judgement past it is dropped, reason `spool_full`"),
     P("batch.interval_s", "OTEL_SCORERS_BATCH_INTERVAL_S", "seconds between the lane's "
       "rounds: submit what waits, poll the open batches, emit what came back"),
     P("batch.max_lines", "OTEL_SCORERS_BATCH_MAX_LINES", "the most requests in one batch"),
     P("batch.max_attempts", "OTEL_SCORERS_BATCH_MAX_ATTEMPTS", "batches a request is sent in "
-      "before a line that failed or expired is emitted as an error result (`batch_failed`, "
-      "`batch_expired`)"),
+      "before a line that failed, expired or was lost is emitted as an error result "
+      "(`batch_failed`, `batch_expired`, `batch_lost`)"),
     P("batch.completion_window", None, "the batch API's completion window"),
     P("batch.give_up_after_s", "OTEL_SCORERS_BATCH_GIVE_UP_AFTER_S", "a batch not finished "
-      "this long after it was created counts as expired (its requests are sent again)"),
+      "this long after it was created is given up: cancelled at the provider, its requests "
+      "sent again (docs/performance.md: the lane's promise)"),
     P("canary.enabled", "OTEL_SCORERS_CANARY", "judge canaries: labelled cases replayed "
       "through each LLM scorer's live judge on a schedule, their agreement, TPR and TNR "
       "exported (docs/calibration.md); on wherever a scorer has a judge"),
