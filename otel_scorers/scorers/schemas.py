@@ -17,9 +17,9 @@ Validated with the ``jsonschema`` library (the draft a schema's ``$schema`` name
   minutes), ``uniqueItems`` is linear (the library's fallback is quadratic), ``enum`` one set
   lookup per value (the library compares with every member); a ``$ref`` cycle that recurses
   without end is an error too. A validation gives up only once it has made
-  :data:`MIN_CHECKS` deadline checks (or is a whole budget late, or a search used
-  :data:`MIN_SEARCH_S` at least): one held up by a garbage collection or a busy machine is not
-  a slow one, and is not turned into an error.
+  :data:`MIN_CHECKS` deadline checks (or a search used :data:`MIN_SEARCH_S` at least): one
+  held up by a garbage collection or a busy machine is not a slow one, and is not turned into
+  an error (each check is cheap: ``enum`` a set lookup, a search bounded by its timeout).
 
 What a failure says names its path, the keyword and the schema's value (clipped), never the
 answer's value at that path: the reason lands on spans and in backends.
@@ -32,6 +32,7 @@ import functools
 import json
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import regex
@@ -46,10 +47,11 @@ from referencing.exceptions import NoSuchResource, Unresolvable
 from otel_scorers import safe_json
 from otel_scorers.errors import ScorerInputError
 from otel_scorers.scorers.checks import MATCH_TIMEOUT_S
+from otel_scorers.scorers.schema_fast import canonical, quick
 from otel_scorers.scorers.steps import MAX_TOOL_SCHEMA_CHARS, SCHEMA_OVER_LIMIT
 
 __all__ = ["MAX_INSTANCE_CHARS", "MAX_SCHEMA_CHARS", "MAX_SCHEMA_DEPTH", "VALIDATION_BUDGET_S",
-           "SchemaBoundError", "compiled", "failures"]
+           "Compiled", "SchemaBoundError", "compiled", "failures"]
 
 #: The longest schema read (characters of its JSON), the same bound capture keeps.
 MAX_SCHEMA_CHARS = MAX_TOOL_SCHEMA_CHARS
@@ -88,10 +90,9 @@ class _OverBudget(Exception):
 
 
 def _over(state: list[float]) -> bool:
-    """Past the deadline, after :data:`MIN_CHECKS` checks (or a whole budget past it)."""
+    """Past the deadline, after :data:`MIN_CHECKS` checks."""
     state[1] += 1
-    late = time.monotonic() - state[0]
-    return late > 0 and (state[1] >= MIN_CHECKS or late > VALIDATION_BUDGET_S)
+    return state[1] >= MIN_CHECKS and time.monotonic() > state[0]
 
 
 #: The keywords whose cost is not bounded by their own value: they descend into subschemas,
@@ -145,20 +146,6 @@ def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: An
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
-def _canonical(value: Any) -> str:
-    """A JSON value's text with key order ignored and 1.0 written as 1 (JSON Schema equality;
-    ``true`` stays apart from ``1``)."""
-    def norm(item: Any) -> Any:
-        if isinstance(item, float) and item.is_integer():
-            return int(item)
-        if isinstance(item, dict):
-            return {key: norm(inner) for key, inner in item.items()}
-        if isinstance(item, list):
-            return [norm(inner) for inner in item]
-        return item
-    return json.dumps(norm(value), sort_keys=True)
-
-
 def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
     if not unique or not validator.is_type(instance, "array"):
         return
@@ -167,7 +154,7 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> It
     for index, item in enumerate(instance):
         if index % 256 == 0 and _over(state):
             raise _OverBudget
-        key = _canonical(item)
+        key = canonical(item)
         if key in seen:
             yield ValidationError("has non-unique elements")
             return
@@ -183,9 +170,9 @@ def _enum_keyword() -> Callable[..., Iterator[Any]]:
     def enum(validator: Any, enums: Any, instance: Any, schema: Any) -> Iterator[Any]:
         known = members.get(id(enums))
         if known is None or known[0] is not enums:
-            known = (enums, frozenset(_canonical(member) for member in enums))
+            known = (enums, frozenset(canonical(member) for member in enums))
             members[id(enums)] = known
-        if _canonical(instance) not in known[1]:
+        if canonical(instance) not in known[1]:
             yield ValidationError("is not one of the enum's values")
     return enum
 
@@ -203,8 +190,21 @@ def _depth(value: Any, limit: int) -> bool:
     return True
 
 
+#: The drafts whose keywords the quick checker reads as they mean (not Draft 4's or 6's).
+_QUICK_DRAFTS = frozenset({"Draft7Validator", "Draft201909Validator", "Draft202012Validator"})
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A schema's validator (the library's, bounded) and its quick checker, when it has one
+    (:mod:`~otel_scorers.scorers.schema_fast`: a quick yes, the library asked otherwise)."""
+
+    validator: Any
+    quick: Callable[[Any], bool] | None
+
+
 @functools.lru_cache(maxsize=64)
-def compiled(schema_text: str) -> Any:
+def compiled(schema_text: str) -> Compiled:
     """A validator for the schema ``schema_text`` (JSON text), within the bounds above;
     :class:`SchemaBoundError` for one past them or one that is not a schema."""
     size = (int(schema_text[len(SCHEMA_OVER_LIMIT):]) if schema_text.startswith(SCHEMA_OVER_LIMIT)
@@ -233,17 +233,20 @@ def compiled(schema_text: str) -> Any:
                 if name in _COMPOUND}
     keywords.update(pattern=_timed(_pattern), patternProperties=_timed(_pattern_properties),
                     uniqueItems=_timed(_unique_items), enum=_timed(_enum_keyword()))
-    return validators.extend(base, keywords)(schema, registry=_REGISTRY)
+    fast = quick(schema, _search) if base.__name__ in _QUICK_DRAFTS else None
+    return Compiled(validators.extend(base, keywords)(schema, registry=_REGISTRY), fast)
 
 
-def failures(validator: Any, instance: Any) -> list[str]:
+def failures(schema: Compiled, instance: Any) -> list[str]:
     """Where ``instance`` fails the schema (each failing path, at most
     :data:`MAX_FAILURES_SHOWN`, then how many more), empty when it validates;
     :class:`SchemaBoundError` when it cannot be decided within the bounds."""
     token = _STATE.set([time.monotonic() + VALIDATION_BUDGET_S, 0.0])
     try:
+        if schema.quick is not None and schema.quick(instance):
+            return []
         found = []
-        for error in validator.iter_errors(instance):
+        for error in schema.validator.iter_errors(instance):
             found.append(error)
             if len(found) > 50:
                 break

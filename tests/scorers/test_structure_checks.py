@@ -229,3 +229,71 @@ def test_the_bounded_keywords_agree_with_the_library() -> None:
         theirs = Draft202012Validator(schema)
         for value in values:
             assert (not schemas.failures(ours, value)) == theirs.is_valid(value), (schema, value)
+
+
+def test_the_quick_checker_never_passes_what_the_library_fails() -> None:
+    """The quick checker (a quick yes, the library asked otherwise) on generated schemas of
+    its keywords and generated values: whenever it passes a value, jsonschema does too, and
+    on the common shapes it decides most values itself."""
+    import random
+
+    from jsonschema import Draft202012Validator
+
+    from otel_scorers.scorers.schema_fast import quick
+
+    rng = random.Random(55)
+    scalars: list[Any] = [0, 1, -1, 1.0, 1.5, 2**70, True, False, None, "", "a", "ab", "abc"]
+
+    def value(depth: int = 0) -> Any:
+        pick = rng.random()
+        if depth < 3 and pick < 0.2:
+            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+        if depth < 3 and pick < 0.4:
+            return {rng.choice("abc"): value(depth + 1) for _ in range(rng.randint(0, 3))}
+        return rng.choice(scalars)
+
+    def schema(depth: int = 0) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for _ in range(rng.randint(1, 3)):
+            key = rng.choice(["type", "type", "properties", "required", "additionalProperties",
+                              "items", "enum", "const", "minimum", "exclusiveMaximum",
+                              "minLength", "maxItems", "minProperties", "pattern", "title"])
+            if key == "type":
+                out[key] = rng.choice(["object", "array", "string", "integer", "number",
+                                       "boolean", "null", ["integer", "string"]])
+            elif key in ("properties",) and depth < 2:
+                out[key] = {rng.choice("abc"): schema(depth + 1) for _ in range(2)}
+            elif key == "items" and depth < 2:
+                out[key] = rng.choice([schema(depth + 1), True, False])
+            elif key == "additionalProperties":
+                out[key] = rng.choice([False, True] + ([schema(depth + 1)] if depth < 2 else []))
+            elif key == "required":
+                out[key] = rng.sample("abc", rng.randint(0, 2))
+            elif key in ("enum", "const"):
+                out[key] = ([value() for _ in range(3)] if key == "enum" else value())
+            elif key == "pattern":
+                out[key] = rng.choice(["^a", "b$", "a+"])
+            elif key == "title":
+                out[key] = "x"
+            elif key not in ("properties", "items"):
+                out[key] = rng.choice([0, 1, 2, 1.5])
+        return out
+
+    passed = 0
+    for _ in range(1_500):
+        made = schema()
+        checker = quick(made, lambda pattern, text: __import__("re").search(pattern, text)
+                        is not None)
+        assert checker is not None, made
+        library = Draft202012Validator(made)
+        for _ in range(8):
+            item = value()
+            if checker(item):
+                passed += 1
+                assert library.is_valid(item), (made, item)
+    assert passed > 1_000
+    # and through the bounded path: the verdicts are the library's
+    for made, item in ((REPORT, {"city": "P", "temperature_c": 2.0}),
+                       (REPORT, {"city": "P", "temperature_c": True})):
+        assert (not schemas.failures(schemas.compiled(json.dumps(made)), item)) == \
+            Draft202012Validator(made).is_valid(item)
