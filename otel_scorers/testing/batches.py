@@ -9,8 +9,9 @@ then completed: the default), ``partial`` (every second line in the error file),
 (the first half answered, the rest expired), ``failed`` (nothing answered), ``never`` (in
 progress for ever). Hostile ones, as a broken provider answers: ``lost`` (``GET
 /v1/batches/{id}`` answers 404 once created), ``garbage`` (it answers 200 with a body that is
-not JSON), ``no_content`` (completed, its output file's ``/content`` answers 404),
-``duplicated`` (completed, every output line twice: the second with a failing verdict).
+not JSON), ``broken`` (it answers 500), ``no_content`` (completed, its output file's
+``/content`` answers 404), ``duplicated`` (completed, every output line twice: the second
+with a failing verdict).
 ``GET /v1/batches`` lists the batches (newest first, pages of ``limit``, with their
 ``metadata``) and ``POST /v1/batches/{id}/cancel`` cancels one (``cancels`` counts them);
 ``create_delay_s`` holds the answer to ``POST /v1/batches`` after the batch is created (a
@@ -136,6 +137,8 @@ class ScriptedBatches:
             return 404, b'{"error": {"message": "no such batch"}}'
         if batch["behaviour"] == "garbage":
             return 200, b"<html>upstream error</html>"
+        if batch["behaviour"] == "broken":
+            return 500, b'{"error": {"message": "internal error"}}'
         batch["polls"] += 1
         if batch["status"] in ("validating", "in_progress"):
             if batch["behaviour"] == "never" or batch["polls"] < self.polls:

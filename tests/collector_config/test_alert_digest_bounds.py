@@ -143,7 +143,7 @@ def test_a_token_is_required_when_one_is_set() -> None:
                                   b"not json", b"[" * 100_000, b"{}" * 400_000])
 def test_a_malformed_notification_is_refused_without_a_traceback(body: bytes) -> None:
     jaeger = FakeJaeger()
-    with receiver(jaeger.url) as (url, out, err):
+    with receiver(jaeger.url) as (url, _out, err):
         status = send(url, body)
         time.sleep(0.5)
     assert status in (200, 400)
@@ -152,7 +152,7 @@ def test_a_malformed_notification_is_refused_without_a_traceback(body: bytes) ->
 
 def test_a_slow_sender_is_dropped_and_holds_nothing_else() -> None:
     jaeger = FakeJaeger()
-    with receiver(jaeger.url) as (url, out, err):
+    with receiver(jaeger.url) as (url, _out, err):
         port = int(url.split(":")[2].split("/")[0])
         slow = socket.create_connection(("127.0.0.1", port))
         slow.sendall(b"POST /alerts HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")

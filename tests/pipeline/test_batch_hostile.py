@@ -63,14 +63,16 @@ def test_a_lost_batch_is_asked_again_and_the_lane_goes_on(
     wait_for(lambda: pending(lane_env) == 0, "the spool emptied")
 
 
+@pytest.mark.parametrize("behaviour", ["garbage", "broken"])
 def test_a_batch_whose_state_never_reads_is_given_up_cancelled_and_said(
         lane_env: Path, telemetry: Telemetry, make_processor: Any,
-        judge_server: ScriptedJudgeServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``GET /v1/batches/{id}`` answers 200 with a page that is not JSON for ever: the round
-    goes on (a later run is submitted and scored), the batch is given up after
+        judge_server: ScriptedJudgeServer, monkeypatch: pytest.MonkeyPatch,
+        behaviour: str) -> None:
+    """``GET /v1/batches/{id}`` answers 200 with a page that is not JSON (or 500) for ever:
+    the round goes on (a later run is submitted and scored), the batch is given up after
     ``give_up_after_s``, cancelled at the provider, and its run ends as a counted error."""
     judge_server.responder = judge_responder()
-    judge_server.batches.plan("garbage")
+    judge_server.batches.plan(behaviour)
     monkeypatch.setenv("OTEL_SCORERS_BATCH_MAX_ATTEMPTS", "1")
     monkeypatch.setenv("OTEL_SCORERS_BATCH_GIVE_UP_AFTER_S", "2")
     processor = batch_processor(make_processor, judge_server)
@@ -176,6 +178,41 @@ def test_a_full_disk_at_the_batch_record_never_sends_the_lines_again(
     assert processor.health()["batch"]["record_failed"] >= 1
     (line,) = [r.getMessage() for r in caplog.records if "record" in r.getMessage()]
     assert "OTEL_SCORERS_BATCH_DIR" in line and "No space left" in line
+
+
+@pytest.mark.parametrize("reached", [True, False])
+def test_a_create_whose_answer_is_lost_is_never_paid_twice(
+        lane_env: Path, telemetry: Telemetry, make_processor: Any,
+        judge_server: ScriptedJudgeServer, monkeypatch: pytest.MonkeyPatch,
+        reached: bool) -> None:
+    """``POST /v1/batches`` fails with no answer (a timeout, a reset): when the provider had
+    created the batch, the next round finds it by its intent and adopts it; when the call
+    never reached it, the intent is dropped and the runs go out in one new batch."""
+    from otel_scorers.errors import JudgeConnectionError
+    from otel_scorers.judge.batches import BatchAPI
+
+    judge_server.responder = judge_responder()
+    real = BatchAPI.create
+    calls: list[int] = []
+
+    async def lost(self: BatchAPI, *args: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            if reached:
+                await real(self, *args)
+            raise JudgeConnectionError("could not reach the batch API: TimeoutError")
+        return await real(self, *args)
+
+    monkeypatch.setattr(BatchAPI, "create", lost)
+    processor = batch_processor(make_processor, judge_server)
+    for index in range(2):
+        end_agent_span(telemetry, prompt=f"q{index}")
+    assert processor.force_flush(30_000)
+    wait_for(lambda: len(telemetry.evaluation_spans()) == 2, "both results")
+    assert len(judge_server.batches.batches) == 1  # one batch paid
+    health = processor.health()["batch"]
+    assert (health["adopted"], health["intents_dropped"]) == ((1, 0) if reached else (0, 1))
+    wait_for(lambda: pending(lane_env) == 0, "the spool emptied")
 
 
 def test_a_kill_9_during_the_create_adopts_the_orphan_batch(
