@@ -73,6 +73,9 @@ _RETRYABLE = {429, 502, 503, 504}
 _JSON = "application/json"
 _PROTOBUF = "application/x-protobuf"
 _CODES = {400: 3, 401: 16, 408: 4, 413: 8, 415: 3, 502: 14, 503: 14}  # google.rpc.Code
+#: Seconds: the SDK's default boundaries are milliseconds' (5, 10, ... 10,000), so a 2 ms forward
+#: would land in le="5" and no quantile of the histogram would be right.
+FORWARD_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class Gateway:
@@ -120,7 +123,8 @@ class Gateway:
             description="Spans forwarded upstream by the gateway")
         self._forward = meter.create_histogram(
             n.METRIC_GATEWAY_FORWARD_DURATION, unit="s",
-            description="Time to forward a request upstream")
+            description="Time to forward a request upstream",
+            explicit_bucket_boundaries_advisory=FORWARD_BUCKETS)
 
     @property
     def shown_upstream(self) -> str:
