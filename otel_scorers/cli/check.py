@@ -116,6 +116,8 @@ def _ping(settings: Any, as_json: dict[str, Any] | None) -> Failed | None:
             state = "OK, it answered"
         elif result.reachable:
             state = f"reached, but the call FAILED ({result.error_type})"
+        elif result.error_type == "auth":  # the key is missing: the call was never sent
+            state = "NOT called: its API key is missing (auth)"
         else:
             state = f"NOT reached ({result.error_type})"
         answered = f"; it answered {result.answer}" if result.answer else ""

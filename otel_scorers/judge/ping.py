@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, StrictBool
 
-from otel_scorers.errors import JudgeError
+from otel_scorers.errors import JudgeAuthError, JudgeError
 from otel_scorers.judge.client import JudgeClient, JudgeRequest
 
 __all__ = ["PingResult", "ping"]
@@ -50,8 +50,10 @@ async def ping(client: JudgeClient) -> PingResult:
     try:
         answer = await client.judge(request)
     except JudgeError as exc:
-        # anything the judge answered (a 401 too) means it was reached
-        reachable = exc.error_type not in ("connection_error", "timeout")
+        # anything the judge answered (a 401 too) means it was reached; a key missing here
+        # stopped the call before it was sent: nothing was reached
+        missing_key = isinstance(exc, JudgeAuthError) and exc.missing
+        reachable = exc.error_type not in ("connection_error", "timeout") and not missing_key
         return PingResult(client.model, client.api_base, mode, reachable,
                           time.monotonic() - started, exc.error_type, str(exc))
     error = None if answer.value.ok else "the judge answered ok=false"
