@@ -3,7 +3,8 @@ builders, Apache-2.0) instead of hand-written JSON. The JSON in ``dashboards/ote
 is this script's output; a test regenerates it and compares, and runs every panel's query on
 real Prometheus.
 
-    .venv/bin/python collector-config/grafana/dashboard.py > collector-config/grafana/dashboards/otel-scorers.json
+    .venv/bin/python collector-config/grafana/dashboard.py > /tmp/otel-scorers.json \
+        && mv /tmp/otel-scorers.json collector-config/grafana/dashboards/otel-scorers.json
 
 Edit the table below (a panel is one ``P`` row: its query, legend, unit), not the JSON.
 Exemplars: the score distribution and the pass-rate panels ask for them (the score buckets and
@@ -34,6 +35,9 @@ from grafana_foundation_sdk.models.dashboard import (
 )
 
 PROMETHEUS = DataSourceRef(type_val="prometheus", uid="otel-scorers-prometheus")
+#: The dashboard's version marks: a version's first evaluations of an agent (recorded by the
+#: rules' display group), on every panel.
+VERSION_CHANGES = 'otel_scorers:version_changes{job=~"$service", agent=~"$agent"}'
 JAEGER_UI = "http://127.0.0.1:16686"  # the `jaeger` constant's default: your Jaeger UI
 
 
@@ -289,6 +293,9 @@ def build() -> dict[str, Any]:
                        "otel-scorers-jaeger%22%2C%22queries%22%3A%5B%7B%22refId%22%3A%22A%22"
                        "%2C%22queryType%22%3A%22search%22%2C%22operation%22%3A%22"
                        "gen_ai.evaluation%20rubric%22%7D%5D%7D")]))
+    board = board.annotation(dash.AnnotationQuery().name("Version changes")
+                             .datasource(PROMETHEUS).enable(True).icon_color("purple")
+                             .expr(VERSION_CHANGES))
     for item in LAYOUT:
         if isinstance(item, Row):
             board = board.with_row(dash.Row(item.title).id(item.id)
@@ -296,6 +303,11 @@ def build() -> dict[str, Any]:
         else:
             board = board.with_panel(_panel(item))
     model: dict[str, Any] = json.loads(json.dumps(board.build(), cls=JSONEncoder))
+    for annotation in model["annotations"]["list"]:  # what the SDK has no builder for
+        if annotation.get("name") == "Version changes":
+            annotation.update(step="1m", titleFormat="{{agent}}: version {{version}}",
+                              textFormat="First evaluations of version {{version}} of "
+                              "{{agent}} ({{job}})", tagKeys="job,agent,version")
     for panel in model["panels"]:  # Grafana reads no options as {}, not null
         if panel.get("options") is None:
             panel["options"] = {}

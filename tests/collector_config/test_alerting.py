@@ -1,12 +1,15 @@
-"""From an alert to its failing runs, on real parts (issue 37.1): an application scoring its runs
-live sends OTLP to the real Collector (traces to the real Jaeger, metrics to its Prometheus
-exporter); real Prometheus scrapes it with the shipped rules (windows shortened for a test of a
-minute or two: 1 h -> 20 s, 24 h -> 10 min, ``for`` -> 0 s) and sends its alerts to the real
-Alertmanager with the shipped configuration (its webhook pointed at this test). The answers get
-worse mid-run: the rubric pass rate drop fires, the webhook receives it once, grouped, with its
-labels, its runbook link and its failing-runs link; that link, opened on the real Jaeger, returns
-exactly the failing runs. The shipped routing and inhibition, on the real Alertmanager with
-alerts posted to it: a criterion spike is held back while its agent's pass rate drop fires."""
+"""From an alert to its failing runs, on real parts (issues 37.1, 52): an application running
+version 1.5.0 scores its runs live and sends OTLP to the real Collector (traces to the real
+Jaeger, metrics to its Prometheus exporter); real Prometheus, started on a backfilled reference
+week of version 1.4.0 (``tests.collector_config.history``), scrapes it with the shipped rules
+(only ``for`` and the group intervals shortened) and sends its alerts to the real Alertmanager
+with the shipped configuration (its webhook pointed at this test). The answers get worse
+mid-run: the rubric pass rate drop fires, the webhook receives it once, grouped, with its
+labels, the version it started with and the one before, its runbook link and its failing-runs
+link; that link (with the version), opened on the real Jaeger, returns exactly the failing runs.
+The shipped routing and inhibition, on the real Alertmanager with alerts posted to it: a
+criterion spike is held back while its agent's pass rate drop fires, every judged alert while
+its judge drifts."""
 
 from __future__ import annotations
 
@@ -44,27 +47,28 @@ from tests.binaries import (
     prometheus,
     tags,
 )
+from tests.collector_config.history import backfill, short_rules
 from tests.support import free_port, genai_attributes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 SERVICE, AGENT = "support-app", "support-bot"
 RUNBOOK = "https://docs.example.com/otel-scorers/runbook.md"
+VERSION = "1.5.0"  # the deploy under test; its reference week ran 1.4.0
 
 
-def short_rules(work: Path, jaeger_ui: str) -> Path:
-    """The shipped rules with windows a test can wait for, and the two link settings set as a
-    user sets them."""
-    text = (CONFIG / "prometheus" / "otel-scorers.rules.yml").read_text()
-    for long, short in (("[1h]", "[20s]"), ("[24h]", "[10m]"), ("for: 15m", "for: 0s"),
-                        ('jaeger: "http://localhost:16686"', f'jaeger: "{jaeger_ui}"'),
-                        ('runbook: "http://localhost:8080/docs/runbook.md"',
-                         f'runbook: "{RUNBOOK}"')):
-        assert long in text, long
-        text = text.replace(long, short)
-    path = work / "rules.yml"
-    path.write_text(text)
-    return path
+def history(work: Path, model: str) -> None:
+    """The agent's reference week: version 1.4.0 passing 90% of its runs (120 an hour, its
+    criterion judged with each)."""
+    labels = {"job": SERVICE, "scorer": "rubric", "judge_model": model, "agent": AGENT,
+              "version": "1.4.0"}
+    backfill(work, [
+        ("otel_scorers_evaluations_total", {**labels, "passed": "true", "label": "pass"}, 9),
+        ("otel_scorers_evaluations_total", {**labels, "passed": "false", "label": "fail"}, 1),
+        ("otel_scorers_criterion_verdicts_total",
+         {**labels, "criterion": "greets_the_user", "satisfied": "true"}, 9),
+        ("otel_scorers_criterion_verdicts_total",
+         {**labels, "criterion": "greets_the_user", "satisfied": "false"}, 1)])
 
 
 def short_alertmanager(work: Path, webhook: str, also: str | None = None) -> Path:
@@ -146,7 +150,7 @@ class App:
     ``good`` decides whether its answers greet the user (the rubric)."""
 
     def __init__(self, endpoint: str, judge: ScriptedJudgeServer) -> None:
-        resource = Resource.create({"service.name": SERVICE})
+        resource = Resource.create({"service.name": SERVICE, "service.version": VERSION})
         self.tracer_provider = TracerProvider(resource=resource)
         self.meter_provider = MeterProvider(resource=resource, metric_readers=[
             PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=f"{endpoint}/v1/metrics"),
@@ -189,6 +193,30 @@ def firing(base: str, name: str) -> list[dict[str, Any]]:
             if a["labels"]["alertname"] == name and a["state"] == "firing"]
 
 
+def run_into_a_drop(app: App, base: str, webhook: Webhook) -> dict[str, set[str]]:
+    """The deploy's runs pass, then get worse: the drop pages once. The exemplars of the
+    score and verdict series (bucket or ``passed`` -> trace ids)."""
+    try:
+        eventually(lambda: get_json(f"{base}/api/v1/query", query=(
+            'otel_scorers:rubric_pass:total{window="5m"} >= 20 and on (job, scorer, '
+            "judge_model, agent) otel_scorers:rubric_pass:baseline_total >= 1000"))["data"][
+                "result"], timeout_s=120, what="passing runs and the reference week")
+        assert firing(base, "OtelScorersRubricPassRateDrop") == []  # all pass: quiet
+        app.good = False  # the answers get worse
+        eventually(lambda: firing(base, "OtelScorersRubricPassRateDrop"), timeout_s=120,
+                   what="OtelScorersRubricPassRateDrop firing")
+        eventually(lambda: webhook.received, timeout_s=60, what="the notification")
+        time.sleep(6)  # three more group intervals: still one notification
+    finally:
+        app.stop()
+    return {series["seriesLabels"].get("le", series["seriesLabels"].get("passed")):
+            {e["labels"]["trace_id"] for e in series["exemplars"]}
+            for series in get_json(f"{base}/api/v1/query_exemplars", query=(
+                'otel_scorers_evaluation_score_bucket{le=~"0.1|1.0"} or '
+                'otel_scorers_evaluations_total'), start=time.time() - 600,
+                end=time.time())["data"]}
+
+
 def test_an_alert_reaches_the_webhook_with_links_that_open_the_failing_runs(
         tmp_path: Path, webhook: Webhook) -> None:
     good, bad = judge_responder(satisfied=True), judge_responder(satisfied=False)
@@ -201,36 +229,20 @@ def test_an_alert_reaches_the_webhook_with_links_that_open_the_failing_runs(
             "otelcol.yaml", tmp_path, JAEGER_OTLP_ENDPOINT=store.addresses["otlp_grpc"]) as main, \
             alert_digest(digests, store.addresses["query"]) as printed, \
             alertmanager(tmp_path, short_alertmanager(
-                tmp_path, webhook.url, f"http://127.0.0.1:{digests}/alerts")) as manager, \
-            prometheus(tmp_path, {"otel-collector": main.addresses["prometheus"]},
-                       honor_labels=True, alertmanager=manager,
-                       rules=short_rules(tmp_path, store.addresses["query"]),
-                       flags=("--enable-feature=exemplar-storage",)) as base:
-        app = App(main.addresses["http"], judge)
-        try:
-            eventually(lambda: get_json(f"{base}/api/v1/query", query=(
-                "otel_scorers:rubric_evaluations:increase1h >= 20"))["data"]["result"],
-                       timeout_s=120, what="a baseline of passing runs")
-            assert firing(base, "OtelScorersRubricPassRateDrop") == []  # all pass: quiet
-            app.good = False  # the answers get worse
-            eventually(lambda: firing(base, "OtelScorersRubricPassRateDrop"), timeout_s=120,
-                       what="OtelScorersRubricPassRateDrop firing")
-            eventually(lambda: webhook.received, timeout_s=60, what="the notification")
-            time.sleep(6)  # three more group intervals: still one notification
-        finally:
-            app.stop()
-        exemplars = {series["seriesLabels"].get("le", series["seriesLabels"].get("passed")):
-                     {e["labels"]["trace_id"] for e in series["exemplars"]}
-                     for series in get_json(f"{base}/api/v1/query_exemplars", query=(
-                         'otel_scorers_evaluation_score_bucket{le=~"0.1|1.0"} or '
-                         'otel_scorers_evaluations_total'), start=time.time() - 600,
-                         end=time.time())["data"]}
+                tmp_path, webhook.url, f"http://127.0.0.1:{digests}/alerts")) as manager:
+        history(tmp_path, judge.model)
+        with prometheus(tmp_path, {"otel-collector": main.addresses["prometheus"]},
+                        honor_labels=True, alertmanager=manager,
+                        rules=short_rules(tmp_path, store.addresses["query"], RUNBOOK),
+                        flags=("--enable-feature=exemplar-storage",)) as base:
+            app = App(main.addresses["http"], judge)
+            exemplars = run_into_a_drop(app, base, webhook)
         notifications = [n for n in webhook.received if n["status"] == "firing"]
         assert len(notifications) == 1, notifications
         note = notifications[0]
         assert note["receiver"] == "quality-pager"  # severity page, routed as shipped
         assert note["groupLabels"] == {"alertname": "OtelScorersRubricPassRateDrop",
-                                       "job": SERVICE, "agent": AGENT}
+                                       "job": SERVICE, "agent": AGENT, "scorer": "rubric"}
         (alert,) = note["alerts"]
         assert alert["labels"]["severity"] == "page"
         annotations = alert["annotations"]
@@ -239,9 +251,16 @@ def test_an_alert_reaches_the_webhook_with_links_that_open_the_failing_runs(
         assert link.startswith(f"{store.addresses['query']}/search?")
         # the link is Jaeger's search page; its query API takes the same parameters
         query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(link).query))
+        # the version the drop started with: named, compared, and in the link's search
+        text = annotations["description"]
+        assert re.search(rf"Started with version {re.escape(VERSION)} \(new since the "
+                         r"reference week\): [\d.]+% in its last hour\.", text), text
+        assert "The version before, 1.4.0: 90% in the reference week." in text
+        assert "The criterion that moved most: greets_the_user" in text
+        assert "Raw pass rate" in text and "False-page budget" in text
         assert query["service"] == SERVICE and json.loads(query["tags"]) == {
             "gen_ai.evaluation.name": "rubric", "gen_ai.evaluation.score.label": "fail",
-            "gen_ai.agent.name": AGENT}
+            "gen_ai.agent.name": AGENT, "otel_scorers.version": VERSION}
         wanted = min(len(app.failing), int(query["limit"]))
 
         def failing_runs() -> list[dict[str, Any]] | None:

@@ -171,36 +171,77 @@ def test_promtool_check_config_and_rules() -> None:
         assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_promtool_rule_unit_tests_pass() -> None:
-    result = subprocess.run([promtool(), "test", "rules", "tests/otel-scorers.rules.test.yml"],
-                            cwd=PROMETHEUS, capture_output=True, text=True, timeout=120,
+TEST_FILES = ("otel-scorers.rules.test.yml", "quality.rules.test.yml")
+
+
+@pytest.mark.parametrize("name", TEST_FILES)
+def test_promtool_rule_unit_tests_pass(name: str) -> None:
+    result = subprocess.run([promtool(), "test", "rules", f"tests/{name}"],
+                            cwd=PROMETHEUS, capture_output=True, text=True, timeout=900,
                             check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_every_alert_has_firing_and_non_firing_cases() -> None:
-    tests = yaml.safe_load((PROMETHEUS / "tests" / "otel-scorers.rules.test.yml").read_text())
     alerts = {name for name, _ in rule_exprs() if not name.startswith("otel_scorers:")}
     firing: set[str] = set()
-    for case in tests["tests"]:
-        for check in case.get("alert_rule_test", []):
-            if check["exp_alerts"]:
-                firing.add(check["alertname"])
+    for name in TEST_FILES:
+        tests = yaml.safe_load((PROMETHEUS / "tests" / name).read_text())
+        for case in tests["tests"]:
+            for check in case.get("alert_rule_test", []):
+                if check["exp_alerts"]:
+                    firing.add(check["alertname"])
+                    # non-firing: the group has series that must not fire (exp_alerts lists
+                    # exactly what fires, so extra series are the quiet cases)
+                    fired = {tuple(sorted(a["exp_labels"].items()))
+                             for a in check["exp_alerts"]}
+                    series = {s["series"] for s in case["input_series"]}
+                    assert len(series) > len(fired), f"{check['alertname']}: no quiet cases"
     assert firing == alerts
-    # non-firing: each alert's test group has series that must not fire (exp_alerts lists
-    # exactly what fires, so extra series are the non-firing cases)
-    for case in tests["tests"]:
-        for check in case.get("alert_rule_test", []):
-            if check["exp_alerts"]:
-                fired = {tuple(sorted(a["exp_labels"].items())) for a in check["exp_alerts"]}
-                series = {s["series"] for s in case["input_series"]}
-                assert len(series) > len(fired), f"{check['alertname']}: no quiet cases"
+
+
+def test_every_quality_alert_fires_stays_open_and_resolves() -> None:
+    """Issue 52: each drop alert's story is checked before the drop (quiet), early in it
+    (firing), late in it (still firing: the reference is held) and after the recovery
+    (resolved); the rubric page names the version the drop started with."""
+    tests = yaml.safe_load((PROMETHEUS / "tests" / "quality.rules.test.yml").read_text())
+    (case,) = tests["tests"]
+    story: dict[str, dict[str, bool]] = {}
+    for check in case["alert_rule_test"]:
+        story.setdefault(check["alertname"], {})[check["eval_time"]] = bool(check["exp_alerts"])
+    drops = {name for name, _ in rule_exprs() if name.startswith("OtelScorers")} - {
+        "OtelScorersJudgeErrors", "OtelScorersEvaluationsDropped",
+        "OtelScorersJudgeBudgetExhausted", "OtelScorersAlignmentLow"}
+    for name in drops:
+        assert story[name] == {"47h55m": False, "49h30m": True, "53h55m": True,
+                               "59h55m": False}, name
+    pages = [a for c in case["alert_rule_test"] if c["alertname"] ==
+             "OtelScorersRubricPassRateDrop" for a in c["exp_alerts"]]
+    assert pages and all("Started with version 1.5.0" in a["exp_annotations"]["description"]
+                         and "The version before, 1.4.0" in a["exp_annotations"]["description"]
+                         and "%22otel_scorers.version%22%3A%221.5.0%22" in
+                         a["exp_annotations"]["failing_runs"] for a in pages)
+
+
+@pytest.mark.parametrize("script,output", [
+    ("rules.py", "otel-scorers.rules.yml"),
+    ("tests/quality_tests.py", "tests/quality.rules.test.yml")])
+def test_the_rules_and_their_tests_are_the_generators_output(script: str, output: str) -> None:
+    import sys
+
+    result = subprocess.run([sys.executable, str(PROMETHEUS / script)], capture_output=True,
+                            text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (PROMETHEUS / output).read_text(), (
+        f"collector-config/prometheus/{output} is not the output of {script}: run "
+        f".venv/bin/python collector-config/prometheus/{script} > "
+        f"collector-config/prometheus/{output}")
 
 
 def test_a_wrong_expectation_fails(tmp_path: Path) -> None:
     """promtool really checks: flip one expectation and the suite fails."""
     tests = (PROMETHEUS / "tests" / "otel-scorers.rules.test.yml").read_text()
-    broken = tests.replace("agent: poor}", "agent: good}", 1)
+    broken = tests.replace("value: 0.7272727272727273", "value: 0.8", 1)
     assert broken != tests
     path = PROMETHEUS / "tests" / "broken.test.yml"
     try:

@@ -1,17 +1,17 @@
-"""The judge drift alert live (issue 36.1): an application's canaries judged by a scripted
+"""The judge drift alert live (issues 36.1, 52): an application's canaries judged by a scripted
 judge that changes behaviour mid-run (it starts passing the failing cases), scraped by real
-Prometheus with the shipped rules, their windows shortened for a test that lasts a minute
-(6 h -> 15 s, 7 d -> 10 min, ``for: 30m`` -> 0 s, 16 verdicts -> 8): the canary agreement
-drops and ``OtelScorersJudgeDrift`` fires for that scorer and judge model, not before. Its
-``failing_runs`` link, opened on the real Jaeger the application sends its spans to, returns the
-canary verdicts that disagree with their label, and only those (issue 37.1)."""
+Prometheus started on a backfilled reference week in which the judge agreed with its labels
+(``tests.collector_config.history``), with the shipped rules (only ``for`` and the group
+intervals shortened): the canary agreement drops and ``OtelScorersJudgeDrift`` fires for that
+scorer and judge model, not before. Its ``failing_runs`` link, opened on the real Jaeger the
+application sends its spans to, returns the canary verdicts that disagree with their label, and
+only those (issue 37.1)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-import time
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,9 @@ import pytest
 
 from otel_scorers.calibration import bundled_cases
 from otel_scorers.testing import ScriptedJudgeServer
-from tests.binaries import CONFIG, eventually, get_json, jaeger, prometheus, tags
+from tests.binaries import eventually, get_json, jaeger, prometheus, tags
 from tests.calibration.labelled_judge import labelled_responder
+from tests.collector_config.history import backfill, short_rules
 from tests.support import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -30,19 +31,14 @@ HERE = Path(__file__).parent
 CASES = bundled_cases()
 
 
-def short_rules(work: Path, jaeger_ui: str) -> Path:
-    text = (CONFIG / "prometheus" / "otel-scorers.rules.yml").read_text()
-    for long, short in (("[6h]", "[15s]"), ("[7d]", "[10m]"),
-                        ("canary_verdicts:increase6h >= 16", "canary_verdicts:increase6h >= 8"),
-                        ('jaeger: "http://localhost:16686"', f'jaeger: "{jaeger_ui}"')):
-        assert long in text, long
-        text = text.replace(long, short)
-    drift = text.index("alert: OtelScorersJudgeDrift")
-    cut = text.index("for: 30m", drift)
-    text = text[:cut] + "for: 0s" + text[cut + len("for: 30m"):]
-    path = work / "rules.yml"
-    path.write_text(text)
-    return path
+def history(work: Path) -> None:
+    """The judge's reference week: it agreed with every canary label (36 verdicts an hour)."""
+    labels = {"job": "canary-app", "scorer": "rubric", "judge_model": "openai/gpt-4o-mini"}
+    backfill(work, [
+        ("otel_scorers_canary_verdicts_total", {**labels, "expected": "pass", "judged": "pass"},
+         1.5),
+        ("otel_scorers_canary_verdicts_total", {**labels, "expected": "fail", "judged": "fail"},
+         1.5)])
 
 
 def alerts(base: str) -> list[dict[str, Any]]:
@@ -95,11 +91,14 @@ def drift(judge_server: ScriptedJudgeServer, tmp_path: Path, port: int,
                             str(port), store["otlp_grpc"]], stdout=subprocess.PIPE, text=True)
     try:
         assert app.stdout is not None and app.stdout.readline().strip() == "ready"
+        history(tmp_path)
         with prometheus(tmp_path, {"canary-app": f"127.0.0.1:{port}"}, honor_labels=False,
                         rules=short_rules(tmp_path, store["query"])) as base:
             eventually(lambda: (agreement(base) or 0) >= 0.99, timeout_s=90,
                        what="the canaries agree with their labels")
-            time.sleep(15)  # a baseline: a quarter of a minute of agreeing verdicts
+            eventually(lambda: get_json(f"{base}/api/v1/query", query=(
+                "otel_scorers:canary_agreement:baseline_total >= 100"))["data"]["result"],
+                       timeout_s=60, what="the reference week")
             assert alerts(base) == []  # a judge as measured: nothing fires
             # the judge changes behind the same name: every criterion satisfied
             judge_server.responder = labelled_responder(
