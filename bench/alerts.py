@@ -305,6 +305,8 @@ def main() -> None:
     parser.add_argument("--base", default=BASE, help="the commit whose rules to compare with")
     parser.add_argument("--jobs", type=int, default=2, help="replayer processes")
     parser.add_argument("--seed", type=int, default=52)
+    parser.add_argument("--stable-only", action="store_true",
+                        help="only the stable streams (the false-page budget), no drops")
     parser.add_argument("--sensitivity", action="store_true",
                         help="print the smallest drop each alert sees (docs/runbook.md), only")
     args = parser.parse_args()
@@ -314,6 +316,8 @@ def main() -> None:
     replicates = 1 if args.quick else args.replicates
     binary = build_replayer()
     case_list = cases(replicates, args.seed)
+    if args.stable_only:
+        case_list = [c for c in case_list if not c.drop]
     with tempfile.TemporaryDirectory(prefix="otel-scorers-alerts-") as tmp:
         work = Path(tmp)
         files = [work / "new.rules.yml", base_rules(args.base, work)]
