@@ -53,8 +53,10 @@ $(VENV)/.installed-local: pyproject.toml tools/llama-wheel.sh | $(PY)
 	$(PY) -m pip install --quiet -e '.[local]' $(PIP_LOCAL)
 	touch $@
 
+# `make demo JUDGE=openai/<model> JUDGE_API_BASE=http://127.0.0.1:11434/v1`: a judge of yours
+# (a local OpenAI-compatible server: Ollama, llama.cpp's server, vLLM) instead of the embedded one
 demo: $(VENV)/.installed-local
-	$(BIN)/otel-scorers demo
+	$(if $(JUDGE),OTEL_SCORERS_JUDGE_MODEL='$(JUDGE)' )$(if $(JUDGE_API_BASE),OTEL_SCORERS_JUDGE_API_BASE='$(JUDGE_API_BASE)' OTEL_SCORERS_JUDGE_API_KEY="$${OTEL_SCORERS_JUDGE_API_KEY:-local}" )$(BIN)/otel-scorers demo
 
 # Prometheus, promtool, Alertmanager and amtool (Debian's packages) for the dashboard and
 # alerting tests.

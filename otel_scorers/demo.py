@@ -10,10 +10,12 @@ telemetry goes to OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, else to a fi
 lines (one export request per line, as the Collector's file exporter writes; ``otel-scorers
 rescore`` reads it back), plus a Prometheus scrape endpoint when asked.
 
-The judge is ``OTEL_SCORERS_JUDGE_MODEL`` or, when unset, the embedded SmolLM2-135M model: tiny,
-its verdicts are illustrative only (measured: no packaged model small enough to ship is better
-than chance on the rubric golden set). The demo proves the plumbing, not the judgements; the
-checks column is what is true without a key.
+The judge is ``OTEL_SCORERS_JUDGE_MODEL`` or, when unset, the embedded SmolLM2-135M model. The
+embedded judge's measured informedness on the shipped rubric golden set is not above 0.2
+(:mod:`otel_scorers.demo_judge`): its answers are emitted (the plumbing is real) but never shown
+as a pass, a fail or a label, and the demo says what would give real verdicts. The checks
+column is what is true without a key: the three runs are written so that it shows a pass, a
+failure with its reason (an answer too short to help) and a tool error.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from otel_scorers.demo_judge import MIN_INFORMEDNESS, closing_lines, standing
 from otel_scorers.judge.client import DEFAULT_LOCAL_MODEL, JudgeClient
 from otel_scorers.pipeline.processor import ScoringSpanProcessor
 from otel_scorers.scorers.alignment import PromptAlignmentScorer
@@ -80,20 +83,21 @@ DEMO_TASKS: tuple[DemoTask, ...] = (
              ("search_docs", "Settings > Security > Reset password; link valid 1 h", False)),
     DemoTask("support-bot", SUPPORT, "How do I reset my password?",
              "Passwords are important. Many people forget them.", "bad",
-             ("search_docs", "503 Service Unavailable", True)),
+             ("search_docs", "Settings > Security > Reset password; link valid 1 h", False)),
     DemoTask("code-helper", CODER, "How do I reverse a string in Python?",
-             "Use slicing:\n\n```python\ndef reverse(s: str) -> str:\n    return s[::-1]\n```",
-             "good", ("run_python", "reverse('abc') == 'cba'", False)),
+             "Call the string's reverse method:\n\n```python\ndef reverse(s: str) -> str:\n"
+             "    return s.reverse()\n```", "bad",
+             ("run_python", "AttributeError: 'str' object has no attribute 'reverse'", True)),
 )
 
 #: Decided in code, without the judge: true whatever the judge is.
-CHECKS = ("no_tool_errors", "max_tool_calls 3")
+CHECKS = ("no_tool_errors", "max_tool_calls 3", "min_length 8 words")
 SCORERS = ("rubric", "prompt_alignment", "checks")
 JUDGED = ("rubric", "prompt_alignment")
 
 RUBRICS = {
     "support-bot": "- Tells the user where the reset option is\n- Mentions the e-mail link",
-    "code-helper": "- Includes a Python code block\n- Explains the approach",
+    "code-helper": "- Includes a Python code block\n- The code returns the string reversed",
 }
 
 
@@ -110,6 +114,7 @@ class DemoReport:
     evaluation_spans: int = 0
     events: int = 0
     seconds: float = 0.0
+    judge_model: str = ""
 
 
 def _messages(role: str, text: str) -> str:
@@ -188,13 +193,13 @@ def run_demo(console: Console | None = None, *, prometheus_port: int | None = No
     console = console or Console()
     report = DemoReport()
     judge = JudgeClient.from_environment(timeout_s=180, total_timeout_s=400)
+    report.judge_model = judge.model
     if judge.model == DEFAULT_LOCAL_MODEL:
         console.print("[yellow]Judge: the embedded SmolLM2-135M model (no API key, no network). "
-                      "It is tiny: its verdicts are illustrative only. Set "
-                      "OTEL_SCORERS_JUDGE_MODEL (e.g. openai/gpt-5-mini) for real ones.[/]",
-                      soft_wrap=True)
+                      "It cannot tell a pass from a fail (measured below): its answers are "
+                      "emitted but not shown as verdicts.[/]", soft_wrap=True)
     else:
-        console.print(f"Judge: {judge.model}")
+        console.print(f"Judge: {judge.model}", highlight=False)
     exporters = _Exporters(telemetry_file)
     report.destinations.append(f"spans, events and metrics: {exporters.destination}")
     resource = Resource.create({"service.name": "otel-scorers-demo"})
@@ -244,19 +249,31 @@ def run_demo(console: Console | None = None, *, prometheus_port: int | None = No
         logger_provider.shutdown()
         exporters.close()
     _print(console, report)
+    for line in closing_lines(report.judge_model, None if os.environ.get(
+            "OTEL_EXPORTER_OTLP_ENDPOINT") else str(telemetry_file)):
+        console.print(line, soft_wrap=True, highlight=False, markup=False)
     return report
 
 
 def _wait_with_progress(console: Console, scoring: ScoringSpanProcessor, total: int) -> None:
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                TextColumn("{task.completed}/{task.total} evaluations"), TimeElapsedColumn())
+    started, said = time.monotonic(), 0
     with Progress(*columns, console=console, transient=True) as progress:
         bar = progress.add_task("judging the demo agent's runs", total=total)
         while True:
             done = sum(sum(v for k, v in counts.items() if k != "selected")
                        for counts in scoring.stats().values())
             progress.update(bar, completed=done)
-            if done >= total or scoring.force_flush(250):
+            # never the counts alone: a decision is counted before its span is emitted, and
+            # the table is read from the spans (the code-helper's checks read "not scored"
+            # under the embedded judge's load); force_flush waits for the emission too
+            finished = scoring.force_flush(250)
+            if not console.is_terminal and (done > said or finished):  # no bar: a line each
+                said = total if finished else done  # finished: every run has its decision
+                console.print(f"{min(said, total)}/{total} evaluations decided "
+                              f"({time.monotonic() - started:.0f} s)", highlight=False)
+            if finished:
                 progress.update(bar, completed=total)
                 return
 
@@ -283,9 +300,12 @@ def _row(task: DemoTask, span_id: int, spans: tuple[ReadableSpan, ...]) -> dict[
     return row
 
 
-def _cell(result: dict[str, Any] | None) -> str:
+def _cell(result: dict[str, Any] | None, *, verdict: bool = True) -> str:
     if result is None:
         return "[dim]not scored[/]"
+    if not verdict:  # a judge that cannot tell them apart: its answer is no verdict
+        return "[dim]not shown†[/]" if not result["error"] else \
+            f"[red]error: {escape(str(result['error']))}[/]"
     if result["error"]:
         return f"[red]error: {escape(str(result['error']))}[/]"
     text = f"{result['score']:g} {escape(str(result['label']))}"
@@ -329,14 +349,23 @@ def _print(console: Console, report: DemoReport) -> None:
     table.add_column("alignment", no_wrap=True)
     table.add_column("checks**", ratio=2)
     table.add_column("judge*", no_wrap=True, justify="right")
+    judged = standing(report.judge_model) if report.judge_model else None
+    shown = judged is None or judged.tells_apart
     for row in report.rows:
         latency = sum(float(row[s]["latency"] or 0) for s in ("rubric", "prompt_alignment")
                       if s in row)
         table.add_row(f"[bold]{escape(row['agent'])}[/]: {escape(row['task'])}",
-                      row["quality"], _cell(row.get("rubric")),
-                      _cell(row.get("prompt_alignment")), _cell(row.get("checks")),
-                      f"{latency:.1f}s")
+                      row["quality"], _cell(row.get("rubric"), verdict=shown),
+                      _cell(row.get("prompt_alignment"), verdict=shown),
+                      _cell(row.get("checks")), f"{latency:.1f}s")
     console.print(table)
+    if judged is not None and not shown:
+        console.print(f"[dim]† the judge cannot tell a pass from a fail: informedness (TPR + "
+                      f"TNR - 1) {judged.informedness:.2f}, 95% {judged.low:.2f} to "
+                      f"{judged.high:.2f}, on the {judged.cases} rubric cases of the shipped "
+                      f"golden set ({judged.command}); not above {MIN_INFORMEDNESS}, so its "
+                      "answers are no verdicts (they are in the telemetry, as emitted)[/]",
+                      soft_wrap=True)
     # plain lines are never wrapped (soft_wrap): they read the same in any terminal width
     console.print("[dim]* judge latency of both judged scorers, as the evaluations saw it: "
                   "waiting for the single local model included[/]", soft_wrap=True)

@@ -1,0 +1,151 @@
+"""No statement in the demo's output is false (issue 54): the whole output read on a scripted
+judge that answers each criterion as the run was written to be, and on the embedded judge
+(whose answers are never shown as verdicts: it cannot tell a pass from a fail). The checks,
+decided in code, show a pass, a failure with its reason and a tool error; the output ends with
+the one step to real verdicts and the way from a result to its cause."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from otel_scorers.demo import DEMO_TASKS, run_demo
+from otel_scorers.testing import RecordedRequest, ScriptedJudgeServer, judge_responder
+
+#: What each run was written to be: its rubric criteria met, its checks failed, its alignment.
+TRUTH: list[dict[str, Any]] = [
+    {"met": {"Tells the user where the reset option is", "Mentions the e-mail link"},
+     "unmet": set(), "checks": "1 pass", "failed_checks": [], "aligned": True},
+    {"met": set(), "unmet": {"Tells the user where the reset option is",
+                             "Mentions the e-mail link"},
+     "checks": "0 fail", "failed_checks": ["the answer is at least 8 words"], "aligned": False},
+    {"met": {"Includes a Python code block"}, "unmet": {"The code returns the string reversed"},
+     "checks": "0 fail", "failed_checks": ["no tool call fails"], "aligned": False},
+]
+
+
+def truthful(request: RecordedRequest) -> Any:
+    """The judge a careful reviewer would be: each criterion as the run was written."""
+    index = 1 if "Passwords are important" in request.text else \
+        2 if "s.reverse()" in request.text else 0
+    truth = TRUTH[index]
+    level = 0.9 if truth["aligned"] else 0.2
+    return judge_responder(satisfied=lambda _i, text: text.strip() in truth["met"],
+                           user=(level,) * 4, system=(level,) * 4)(request)
+
+
+def rows(output: str) -> list[str]:
+    """The table's rows: from each ``agent: task`` line to the next."""
+    lines = output.splitlines()
+    starts = [i for i, line in enumerate(lines)
+              if re.match(r"\s*(support-bot|code-helper): ", line)]
+    assert len(starts) == len(DEMO_TASKS), output
+    end = next(i for i, line in enumerate(lines) if line.startswith("* judge latency"))
+    return ["\n".join(lines[a:b]) for a, b in zip(starts, [*starts[1:], end], strict=True)]
+
+
+def test_the_whole_demo_output_on_a_truthful_scripted_judge(
+        tmp_path: Path, judge_server: ScriptedJudgeServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    judge_server.responder = truthful
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_MODEL", judge_server.model)
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_API_BASE", judge_server.url)
+    monkeypatch.setenv("OTEL_SCORERS_JUDGE_API_KEY", "k")
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    out = io.StringIO()
+    telemetry = tmp_path / "demo.jsonl"
+    report = run_demo(Console(file=out, width=240, color_system=None), telemetry_file=telemetry)
+    text = out.getvalue()
+    for task, row, truth, data in zip(DEMO_TASKS, rows(text), TRUTH, report.rows, strict=True):
+        assert truth["checks"] in row, row
+        for check in truth["failed_checks"]:
+            assert f"✗ {check}" in row, row
+        assert row.count("✗") == len(truth["unmet"]) + len(truth["failed_checks"]), row
+        rubric = data["rubric"]
+        assert set(rubric["unmet"]) == truth["unmet"], (task, rubric)
+        # the rubric's verdict and the checks' in the row, as the run was written
+        passes = (not truth["unmet"]) + (truth["checks"] == "1 pass")
+        assert (row.count("1 pass"), row.count("0 fail")) == (passes, 2 - passes), row
+        alignment = data["prompt_alignment"]["label"]
+        assert (alignment in ("excellent", "good")) == truth["aligned"], (task, alignment)
+    assert "not shown" not in text  # a judge of the user's: its verdicts are shown as such
+    assert "9/9 evaluations decided (" in text  # not a terminal: a line as they are decided
+    assert f"how far to trust them: otel-scorers calibrate --model {judge_server.model}" in text
+    assert text.rstrip().endswith(f"From a failure to its cause: otel-scorers report {telemetry}")
+    assert "no_steps" not in text and "To fix" not in text  # no fix message about its own runs
+
+
+@pytest.mark.local_model
+@pytest.mark.timeout(900)
+def test_the_whole_demo_output_on_the_embedded_judge(tmp_path: Path) -> None:
+    """The embedded judge's answers are emitted, never shown as a pass, a fail or a label;
+    its measured informedness and the command measuring it are; the checks are as written."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("llama_cpp", reason="install the 'local' extra (make test does)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["COLUMNS"] = "240"
+    telemetry = tmp_path / "demo.jsonl"
+    out = subprocess.run([str(Path(sys.executable).with_name("otel-scorers")), "demo",
+                          "--telemetry-file", str(telemetry)], capture_output=True, text=True,
+                         env=env, timeout=840, check=False)
+    assert out.returncode == 0, out.stderr + out.stdout
+    text = out.stdout
+    for row, truth in zip(rows(text), TRUTH, strict=True):
+        assert row.count("not shown†") == 2, row  # rubric and alignment: no verdict
+        assert truth["checks"] in row and row.count("1 pass") + row.count("0 fail") == 1, row
+        for check in truth["failed_checks"]:
+            assert f"✗ {check}" in row, row
+        assert row.count("✗") == len(truth["failed_checks"]), row
+        assert not re.search(r"\b(excellent|very_poor|poor|fair|misaligned)\b", row), row
+    assert "† the judge cannot tell a pass from a fail: informedness (TPR + TNR - 1)" in text
+    assert "otel-scorers calibrate --model local/smollm2 --scorer rubric" in text
+    assert "Real verdicts, one step: export OTEL_SCORERS_JUDGE_MODEL=" in text
+    assert "make demo JUDGE=openai/<model> JUDGE_API_BASE=" in text
+    assert text.rstrip().endswith(f"From a failure to its cause: otel-scorers report {telemetry}")
+    assert "no_steps" not in text and "To fix" not in text
+    assert "illustrative" not in text
+
+
+def test_a_local_openai_compatible_server_is_found_and_named(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one step to real verdicts names a local server answering on its usual port."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from otel_scorers import demo_judge
+    from tests.support import free_port
+
+    class Models(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps({"object": "list", "data": [{"id": "qwen2.5:7b"}]}).encode()
+            self.send_response(200 if self.path == "/v1/models" else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Models)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    monkeypatch.setattr(demo_judge, "LOCAL_SERVERS", (
+        ("Ollama", f"http://127.0.0.1:{free_port()}/v1"), ("vLLM", base)))
+    try:
+        lines = demo_judge.closing_lines("local/smollm2", "demo.jsonl")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert lines[0].startswith("Real verdicts, one step: export OTEL_SCORERS_JUDGE_MODEL=")
+    assert [line for line in lines if line.startswith("  found ")] == [
+        f"  found vLLM at {base}: make demo JUDGE=openai/qwen2.5:7b JUDGE_API_BASE={base}"]
+    assert lines[-1] == "From a failure to its cause: otel-scorers report demo.jsonl"
