@@ -105,7 +105,9 @@ def drift(judge_server: ScriptedJudgeServer, tmp_path: Path, port: int,
                 CASES, flip=lambda case, i: not (case.expected.verdicts or [])[i])
             firing = eventually(lambda: alerts(base), timeout_s=120,
                                 what="OtelScorersJudgeDrift firing")
-            assert (agreement(base) or 1) < 0.8
+            # the alert may fire on the TNR first; the agreement follows within seconds
+            eventually(lambda: (agreement(base) or 1) < 0.8, timeout_s=60,
+                       what="the canary agreement under 0.8")
     finally:
         app.terminate()
         app.wait(30)
