@@ -20,7 +20,12 @@ covers the record's timestamp (both clocks are the application's).
 
 Bounded four ways, each drop counted: number of traces (oldest evicted), pieces and records
 per trace, total bytes of content (every value kind counted: strings, arrays, structured
-values), and age (``max_age_s``). Parent links of every span in a buffered trace are kept (a
+values), and age (``max_age_s``). A trace whose evaluations are queued is *held*
+(:meth:`TraceBuffer.hold`): the steps are read when an evaluation starts, which under a slow
+judge is minutes after the run ended, so a held trace outlives ``max_age_s`` (up to
+``max_hold_s``) and is evicted only when every other is held too; one let go while held is
+remembered (:meth:`TraceBuffer.lost`), so its run is counted as dropped, never judged as a run
+without steps. Parent links of every span in a buffered trace are kept (a
 few bytes each, at most ``LINKS_PER_SPAN`` per piece allowed) so descendants are found through
 intermediate spans that carry nothing themselves. Pending candidates of an evicted or expired
 trace are never lost silently: they are handed back (:meth:`TraceBuffer.take_evicted`) to be
@@ -37,9 +42,7 @@ so a check that needs the steps themselves is not decided, never passed.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import Counter, OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,6 +62,7 @@ from otel_scorers.capture.trace_entry import (
     llm_content,
     unplaced,
 )
+from otel_scorers.capture.trace_store import TraceStore
 from otel_scorers.names import Reason
 from otel_scorers.scorers.steps import StepCounts
 
@@ -70,39 +74,8 @@ ROOT_GRACE_S = 30.0
 LINKS_PER_SPAN = 8
 
 
-class TraceBuffer:
+class TraceBuffer(TraceStore):
     """Content spans, content log records, parent links and agent spans per trace, bounded."""
-
-    def __init__(self, *, max_traces: int = 2_000, max_spans_per_trace: int = 256,
-                 max_bytes: int = 32 * 1024 * 1024, max_age_s: float = 120.0) -> None:
-        self.max_traces = max_traces
-        self.max_spans_per_trace = max_spans_per_trace
-        self.max_bytes = max_bytes
-        self.max_age_s = max_age_s
-        self._traces: OrderedDict[int, TraceEntry] = OrderedDict()
-        #: Read-only view of the buffered trace ids (membership tests on the hot path).
-        self.traces: Mapping[int, Any] = self._traces
-        self._bytes = 0
-        self._lock = threading.Lock()
-        self.dropped: Counter[str] = Counter()
-        #: Pending candidates of traces evicted or expired before they were decided.
-        self._evicted: list[Pending] = []
-
-    def __len__(self) -> int:
-        return len(self._traces)
-
-    @property
-    def bytes(self) -> int:
-        return self._bytes
-
-    def reset_after_fork(self) -> None:
-        """In a forked child: a fresh lock (the parent's may have been held by a thread that
-        does not exist here) and no content of the parent's traces."""
-        self._lock = threading.Lock()
-        self._traces.clear()
-        self._bytes = 0
-        self.dropped.clear()
-        self._evicted = []
 
     # -- recording (hot path) --------------------------------------------------------------
     def observe(self, span: ReadableSpan, attrs: Mapping[str, Any] | None,
@@ -206,26 +179,12 @@ class TraceBuffer:
                 return None
             return self._take(trace_id, entry)
 
-    def _take(self, trace_id: int, entry: TraceEntry, reason: str | None = None) -> Pending:
-        pending = tuple(entry.pending)
-        entry.pending = []
-        entry.size -= SPAN_OVERHEAD * len(pending)
-        self._bytes -= SPAN_OVERHEAD * len(pending)
-        llm = frozenset(entry.llm | {span_id for span_id, own in entry.records.items() if own})
-        return Pending(trace_id, pending, dict(entry.parents), llm, reason)
-
     def pending_traces(self, idle_since: float | None = None) -> list[int]:
         """Traces with pending candidates (``idle_since``: only those where nothing happened
         since that monotonic time)."""
         with self._lock:
             return [trace_id for trace_id, entry in self._traces.items() if entry.pending
                     and (idle_since is None or entry.touched <= idle_since)]
-
-    def take_evicted(self) -> list[Pending]:
-        """Pending candidates of traces evicted or expired since the last call."""
-        with self._lock:
-            evicted, self._evicted = self._evicted, []
-        return evicted
 
     def content_count(self, trace_id: int) -> int:
         """LLM calls and content records buffered for a trace (what went unjudged when it
@@ -246,14 +205,6 @@ class TraceBuffer:
                 entry.record_count += 1
             self._add(entry, SPAN_OVERHEAD + content.size, keep,
                       count=entry.record_count)
-
-    def _entry(self, trace_id: int) -> TraceEntry:
-        entry = self._traces.get(trace_id)
-        if entry is None:
-            if len(self._traces) >= self.max_traces:
-                self._evict_oldest(Reason.TRACE_LIMIT)
-            entry = self._traces[trace_id] = TraceEntry(created=time.monotonic())
-        return entry
 
     def _add(self, entry: TraceEntry, size: int, keep: Any, *, count: int | None = None,
              make_room: bool = False) -> bool:
@@ -347,54 +298,3 @@ class TraceBuffer:
             if entry is None:
                 return ()
             return tuple(entry.records.get(span.context.span_id, ()))
-
-    # -- housekeeping ----------------------------------------------------------------------
-    def discard(self, trace_id: int) -> None:
-        if trace_id not in self._traces:  # nothing held: no lock taken (dropped runs)
-            return
-        with self._lock:
-            entry = self._traces.pop(trace_id, None)
-            if entry is not None:
-                if entry.pending:
-                    self._evicted.append(self._take(trace_id, entry, Reason.TRACE_LIMIT))
-                self._bytes -= entry.size
-
-    def clear(self, reason: str) -> list[Pending]:
-        """Let go of everything (the processor stopped: no evaluation will read it again,
-        and a stopped processor outlives its use, kept by the SDK's exit hook); returns the
-        candidates still pending, marked with ``reason``, for their runs to be counted."""
-        with self._lock:
-            left = [*self._evicted, *(self._take(trace_id, entry, reason)
-                                      for trace_id, entry in self._traces.items()
-                                      if entry.pending)]
-            self._traces.clear()
-            self._evicted = []
-            self._bytes = 0
-        return left
-
-    def sweep(self, now: float | None = None) -> int:
-        """Remove entries past their age; returns how many content pieces expired unused.
-
-        Traces whose root ended are cleaned up silently; a trace still open after
-        ``max_age_s`` counts its content spans and records as dropped (``expired``).
-        """
-        cutoff = (now if now is not None else time.monotonic()) - self.max_age_s
-        expired = 0
-        with self._lock:
-            for trace_id in [k for k, e in self._traces.items() if e.created <= cutoff]:
-                entry = self._traces.pop(trace_id)
-                if entry.pending:
-                    self._evicted.append(self._take(trace_id, entry, Reason.TRACE_LIMIT))
-                self._bytes -= entry.size
-                if not entry.closed:
-                    expired += len(entry.spans) + entry.record_count
-        if expired:
-            self.dropped[Reason.EXPIRED] += expired
-        return expired
-
-    def _evict_oldest(self, reason: str) -> None:
-        trace_id, entry = self._traces.popitem(last=False)
-        if entry.pending:
-            self._evicted.append(self._take(trace_id, entry, reason))
-        self._bytes -= entry.size
-        self.dropped[reason] += max(1, len(entry.spans) + entry.record_count)

@@ -61,6 +61,8 @@ class TraceEntry:
     unlinked: int = 0
     #: pieces whose own link was kept past the links bound (let go with their piece)
     own_links: set[int] = field(default_factory=set)
+    #: evaluations queued that will read this trace's pieces (:meth:`TraceBuffer.hold`)
+    readers: int = 0
 
     def count_cut(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
         """``span`` is left out: counted as the step it was, if it was one."""

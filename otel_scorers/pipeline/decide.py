@@ -181,11 +181,19 @@ class Decider:
             if not selected:
                 self._say_filter()
             self.forward(span)
-            return (Job(span, (), attrs, session_key=key, session_slots=session_slots),) \
+            return (self._job(span, (), attrs, session_key=key, session_slots=session_slots),) \
                 if session_slots else ()
         if self.enriched is not None:
             self.enriched.hold(span, len(chosen))
-        return (Job(span, chosen, attrs, session_key=key, session_slots=session_slots),)
+        return (self._job(span, chosen, attrs, session_key=key, session_slots=session_slots),)
+
+    def _job(self, span: ReadableSpan, slots: tuple[Slot, ...], attrs: Mapping[str, Any] | None,
+             **kwargs: Any) -> Job:
+        """A job for the queue; its trace is held in the buffer until the job reads it (an
+        evaluation waits minutes under a slow judge: its steps must still be there)."""
+        if span.context is not None:
+            self.buffer.hold(span.context.trace_id)
+        return Job(span, slots, attrs, **kwargs)
 
     def _say_filter(self) -> None:
         """The agents filter turned an interaction away: said once while it keeps none."""
@@ -268,13 +276,14 @@ class Decider:
             if not chosen:
                 self.forward(root.span)
                 if session_slots:  # captured only to be a turn of its session
-                    jobs.append(Job(root.span, (), root.attributes, agent=interaction.agent,
-                                    session_key=key, session_slots=session_slots))
+                    jobs.append(self._job(root.span, (), root.attributes,
+                                          agent=interaction.agent, session_key=key,
+                                          session_slots=session_slots))
                 continue
             if self.enriched is not None:
                 self.enriched.hold(root.span, len(chosen))
-            jobs.append(Job(root.span, chosen, root.attributes, agent=interaction.agent,
-                            session_key=key, session_slots=session_slots))
+            jobs.append(self._job(root.span, chosen, root.attributes, agent=interaction.agent,
+                                  session_key=key, session_slots=session_slots))
         return jobs
 
     def _note_unjudged(self, trace_id: int, name: str) -> None:
@@ -326,8 +335,9 @@ class Decider:
         context = job.span.context
         if self.enriched is not None and context is not None:
             self.enriched.release(context.span_id)
-        if job.span.parent is None and context is not None:  # as an evaluated root's: what
-            self.buffer.discard(context.trace_id)  # its trace held goes now, not in minutes
+        if context is not None:  # as an evaluated run's: what its trace held goes now (once
+            # no other queued run holds it), not in minutes
+            self.buffer.release(context.trace_id, root=job.span.parent is None)
 
     def _mark_dropped(self, span: ReadableSpan, attrs: Mapping[str, Any] | None,
                       agent: str | None, scorer: str) -> None:

@@ -100,14 +100,22 @@ class Evaluation:
         ``filtered`` decision says why).
         """
         span = job.span
+        lost = (self.buffer.lost(span.context.trace_id)
+                if self.buffer is not None and span.context is not None and descendants is None
+                else None)
+        if lost is not None:  # its steps were let go while it waited: dropped, not judged
+            return self._lost(job, lost)
         captured = self.reader.capture_safely(span, attributes=job.attributes,
                                               descendants=descendants, nested=nested,
                                               agent=job.agent, links=links)
         if (captured.reason == Reason.NO_CONTENT and descendants is None
                 and self.defer is not None and self.defer(job)):
-            return []  # back when its log records arrive, or their wait is over
-        if self.buffer is not None and span.parent is None and span.context is not None:
-            self.buffer.discard(span.context.trace_id)
+            return []  # back when its log records arrive, or their wait is over (still held)
+        if self.buffer is not None and span.context is not None and descendants is None:
+            # read: the hold of this job on its trace ends (an evaluated root's trace goes)
+            self.buffer.release(span.context.trace_id, root=span.parent is None)
+        elif self.buffer is not None and span.parent is None and span.context is not None:
+            self.buffer.discard(span.context.trace_id)  # (read from the pieces given)
         if job.session_key is not None and self.keep_turn is not None:
             try:
                 self.keep_turn(job.session_key, job.session_slots, span, captured)
@@ -130,6 +138,22 @@ class Evaluation:
                 self.emission.log_once("emit", "otel-scorers could not emit an evaluation "
                                                "result")
         return await self.judge(subject, job.slots, captured)
+
+    def _lost(self, job: Job, reason: str) -> list[ScoreResult]:
+        """A queued run whose trace the buffer had to let go before the run was read (held
+        past ``max_hold_s``, or evicted with every other trace held): counted as dropped for
+        that reason, said once with what to change, its span passed on."""
+        for slot in job.slots:
+            self.emission.dropped(slot, reason)
+        subject = Subject.of(job.span, held=True)
+        if subject is not None:
+            for _ in job.slots:
+                self.emission.release(subject, {})
+        self.emission.log_once(f"lost:{reason}", (
+            f"otel-scorers: a queued run's steps were let go before it was judged (decision "
+            f"dropped, reason {reason}): the queue waited longer than the trace buffer keeps "
+            "them. To fix: raise concurrency, sample fewer runs, or use a faster judge"))
+        return []
 
     async def judge(self, subject: Subject, slots: Sequence[Slot], captured: Captured, *,
                     extra: Mapping[str, Any] | None = None, turns: int | None = None

@@ -498,8 +498,8 @@ def test_shutdown_lets_go_of_every_buffered_trace(telemetry: Telemetry, make_pro
                                                   judge_server: ScriptedJudgeServer) -> None:
     """A stopped processor outlives its use (the SDK's exit hook keeps its provider, and so
     the processor, until exit): shutdown empties the trace buffer, spans and content, at
-    once. Traces judged stay buffered for late pieces until a sweep, and no sweep comes
-    after a stop: they used to stay until exit."""
+    once (no sweep comes after a stop: they used to stay until exit). A trace whose runs were
+    read (judged, the root ended) goes at once; one still open is what shutdown lets go."""
     judge_server.responder = judge_responder()
     processor = make_processor(shutdown_timeout_s=0.5)
     tracer = telemetry.tracer()
@@ -510,11 +510,18 @@ def test_shutdown_lets_go_of_every_buffered_trace(telemetry: Telemetry, make_pro
                            **{"gen_ai.operation.name": "chat"})
     assert processor.force_flush(10_000)
     assert processor.stats()["rubric"] == {"selected": 3, "scored": 3}
-    assert len(processor._buffer) == 3 and processor._buffer.bytes > 0
-    processor.shutdown()
-    assert len(processor._buffer) == 0 and processor._buffer.bytes == 0
+    assert len(processor._buffer) == 0 and processor._buffer.bytes == 0  # read: gone
+    with tracer.start_as_current_span("request"):  # a trace still open at shutdown
+        end_agent_span(telemetry, name="chat", prompt="q3", **{"gen_ai.operation.name": "chat"})
+        deadline = time.monotonic() + 10  # (spans are decided on the worker, in order)
+        while len(processor._buffer) != 1:
+            assert time.monotonic() < deadline, len(processor._buffer)
+            time.sleep(0.02)
+        assert processor._buffer.bytes > 0
+        processor.shutdown()
+        assert len(processor._buffer) == 0 and processor._buffer.bytes == 0
     assert processor.stats()["rubric"] == {"selected": 3, "scored": 3}
-    assert len(telemetry.app_spans()) == 9
+    assert len(telemetry.app_spans()) == 11
 
 
 def test_shutdown_deadline_with_hung_judge(telemetry: Telemetry, make_processor: Any,
