@@ -260,8 +260,18 @@ def scorer_type(name: str) -> ScorerType:
     _load()
     row = _scorers.get(canonical(name))
     if row is None:
-        raise KeyError(f"unknown scorer type {name!r} (types: {', '.join(_scorers)})")
+        raise KeyError(unknown_type(name, list(_scorers)))
     return row
+
+
+def unknown_type(name: str, known: list[str]) -> str:
+    """What a misspelt scorer type is told: the closest type, where one is close, and the
+    types there are, once."""
+    import difflib
+
+    close = difflib.get_close_matches(canonical(name), known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown scorer type {name!r}{hint} (types: {', '.join(known)})"
 
 
 def backends() -> tuple[Backend, ...]:

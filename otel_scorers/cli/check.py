@@ -34,8 +34,9 @@ def check_config(config_file: str | None, as_json: bool, ping: bool) -> None:
         raise UsageProblem(str(exc)) from exc
     # printed, never a secret: keys are SecretStr (dumped as ****), URLs' credentials masked
     data = _shown(resolved.settings.model_dump(mode="json"))
-    # the judge's answer first: it is what a user checking a set-up looks for
-    failure = _ping(resolved.settings, data if as_json else None) if ping else None
+    # the judge's answer is printed last, under the tables (over 100 rows): it is what a user
+    # checking a set-up looks for, and the line left above the prompt
+    answer, failure = _ping(resolved.settings, data if as_json else None) if ping else ("", None)
     if as_json and not ping:
         click.echo(json.dumps(data, indent=2))
     elif not as_json:
@@ -47,6 +48,8 @@ def check_config(config_file: str | None, as_json: bool, ping: bool) -> None:
             table.add_row(path, shown, resolved.sources.get(path, "default"))
         Console().print(table)
         _print_evaluators(resolved.settings, Console())
+        if answer:
+            click.echo(answer)
     if failure is not None:
         raise failure
 
@@ -85,10 +88,11 @@ def _print_evaluators(settings: Any, console: Any) -> None:
     console.print(table)
 
 
-def _ping(settings: Any, as_json: dict[str, Any] | None) -> Failed | None:
-    """One tiny call to the configured judge, in its structured-output mode, and one line
-    saying what it answered; the failure to raise (exit 1) once the rest is printed, when it
-    failed. With ``as_json`` (the settings), prints ``{"settings": ..., "ping": ...}``."""
+def _ping(settings: Any, as_json: dict[str, Any] | None) -> tuple[str, Failed | None]:
+    """One tiny call to the configured judge, in its structured-output mode: the line saying
+    what it answered (printed by the caller after the tables), and the failure to raise
+    (exit 1) once the rest is printed, when it failed. With ``as_json`` (the settings), prints
+    ``{"settings": ..., "ping": ...}`` and returns no line."""
     from otel_scorers import background_loop
     from otel_scorers.gateway.security import safe_url
     from otel_scorers.judge.ping import ping
@@ -105,6 +109,7 @@ def _ping(settings: Any, as_json: dict[str, Any] | None) -> Failed | None:
               "structured_output": result.structured_output, "ok": result.ok,
               "answer": result.answer, "error_type": result.error_type,
               "error": result.error}
+    line = ""
     if as_json is not None:
         click.echo(json.dumps({"settings": as_json, "ping": report}, indent=2))
     else:
@@ -121,11 +126,11 @@ def _ping(settings: Any, as_json: dict[str, Any] | None) -> Failed | None:
         else:
             state = f"NOT reached ({result.error_type})"
         answered = f"; it answered {result.answer}" if result.answer else ""
-        click.echo(f"{where}: {state} in {result.latency_s:.2f}s{answered}; structured "
-                   f"output: {schema}")
+        line = (f"{where}: {state} in {result.latency_s:.2f}s{answered}; structured "
+                f"output: {schema}")
     if not result.ok:
-        return Failed(f"the judge did not answer ({result.error_type}): {result.error}")
-    return None
+        return line, Failed(f"the judge did not answer ({result.error_type}): {result.error}")
+    return line, None
 
 
 def _shown(value: Any) -> Any:

@@ -60,8 +60,7 @@ class ScorerTypes(_ParamType):
 
         name = registry.canonical(str(value))
         if name not in self.names():
-            self.fail(f"{value!r} is not one of {', '.join(map(repr, self.names()))}.",
-                      param, ctx)
+            self.fail(registry.unknown_type(str(value), self.names()), param, ctx)
         return name
 
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:

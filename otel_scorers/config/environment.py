@@ -124,7 +124,8 @@ def env_layer(env: Mapping[str, str], base: dict[str, Any]
                          + [var for var, _ in per_scorer.values()])
         if error:
             types = ", ".join(row.name for row in registry.scorer_types())
-            problems.append(f"{names}: {error} (scorers: {types})")
+            listed = "(types: " in error  # a misspelt type's error lists them already
+            problems.append(f"{names}: {error}" + ("" if listed else f" (scorers: {types})"))
         else:
             layer = candidate
             sources["scorers"] = f"env {names}"

@@ -137,8 +137,9 @@ class RubricScorer(LLMScorer):
                 run_id=run.run_id, scorer=self.name, score=self.scale, scale=self.scale,
                 label="skipped", passed=True, skipped="no_rubric",
                 reason=("No rubric resolved (no criteria configured and no 'rubric' in the "
-                        "request context, additional context or input): nothing was judged, "
-                        f"score {self.scale:g} by default."))
+                        "request context, additional context or input): nothing was judged "
+                        "and no verdict is given. To fix: give the scorer criteria, a rubric "
+                        "for this agent, or a 'rubric' in the run's context."))
         if not run.response.strip():
             raise ScorerInputError("the run has no response to judge (empty output)")
         dynamic = source not in ("static", "builtin")

@@ -303,7 +303,12 @@ def test_a_run_skipped_for_a_cause_since_fixed_is_judged_on_resume(
     first = CliRunner().invoke(main, ["rescore", str(json_path), "--config", str(no_rubric),
                                       "-o", str(out)])
     assert first.exit_code == 0, first.output
-    assert {r["skipped"] for r in _records(out)} == {"no_rubric"}
+    skipped = _records(out)
+    assert {r["skipped"] for r in skipped} == {"no_rubric"}
+    # a skipped line claims nothing: no score, no verdict, and a reason that says so
+    assert all(r["score"] is None and r["passed"] is None for r in skipped)
+    assert all("no verdict" in r["reason"] and "by default" not in r["reason"]
+               for r in skipped)
     fixed = tmp_path / "fixed.yaml"
     fixed.write_text(json.dumps({
         "judge": {"model": judge_server.model, "api_base": judge_server.url, "api_key": "k"},
