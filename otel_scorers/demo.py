@@ -280,6 +280,9 @@ def _wait_with_progress(console: Console, scoring: ScoringSpanProcessor, total: 
 
 def _row(task: DemoTask, span_id: int, spans: tuple[ReadableSpan, ...]) -> dict[str, Any]:
     row: dict[str, Any] = {"agent": task.agent, "task": task.prompt, "quality": task.quality}
+    ended = next((s.end_time for s in spans if s.context is not None
+                  and s.context.span_id == span_id), None)
+    last = None  # the end of the run's last judged evaluation
     for span in spans:
         if span.parent is None or span.parent.span_id != span_id:
             continue
@@ -287,6 +290,8 @@ def _row(task: DemoTask, span_id: int, spans: tuple[ReadableSpan, ...]) -> dict[
         scorer = attrs.get("gen_ai.evaluation.name")
         if not isinstance(scorer, str):
             continue
+        if scorer in JUDGED and span.end_time is not None:
+            last = max(last or 0, span.end_time)
         unmet = attrs.get("otel_scorers.criteria.unmet")
         row[scorer] = {
             "score": attrs.get("gen_ai.evaluation.score.value"),
@@ -297,6 +302,9 @@ def _row(task: DemoTask, span_id: int, spans: tuple[ReadableSpan, ...]) -> dict[
                       for u in unmet] if isinstance(unmet, tuple) else [],
             "latency": attrs.get("otel_scorers.judge.latency_s"),
         }
+    # wall clock from the run's end to its last judgement: never more than the whole judging
+    # time (the scorers' own latencies overlap, and include waiting for the one local model)
+    row["waited"] = (last - ended) / 1e9 if last is not None and ended is not None else None
     return row
 
 
@@ -348,16 +356,16 @@ def _print(console: Console, report: DemoReport) -> None:
     table.add_column("rubric (✗ unmet)", ratio=3)
     table.add_column("alignment", no_wrap=True)
     table.add_column("checks**", ratio=2)
-    table.add_column("judge*", no_wrap=True, justify="right")
+    table.add_column("judged*", no_wrap=True, justify="right")
     judged = standing(report.judge_model) if report.judge_model else None
     shown = judged is None or judged.tells_apart
     for row in report.rows:
-        latency = sum(float(row[s]["latency"] or 0) for s in ("rubric", "prompt_alignment")
-                      if s in row)
+        waited = row.get("waited")
         table.add_row(f"[bold]{escape(row['agent'])}[/]: {escape(row['task'])}",
                       row["quality"], _cell(row.get("rubric"), verdict=shown),
                       _cell(row.get("prompt_alignment"), verdict=shown),
-                      _cell(row.get("checks")), f"{latency:.1f}s")
+                      _cell(row.get("checks")),
+                      "-" if waited is None else f"{waited:.1f}s")
     console.print(table)
     if judged is not None and not shown:
         console.print(f"[dim]† the judge cannot tell a pass from a fail: informedness (TPR + "
@@ -367,8 +375,9 @@ def _print(console: Console, report: DemoReport) -> None:
                       "answers are no verdicts (they are in the telemetry, as emitted)[/]",
                       soft_wrap=True)
     # plain lines are never wrapped (soft_wrap): they read the same in any terminal width
-    console.print("[dim]* judge latency of both judged scorers, as the evaluations saw it: "
-                  "waiting for the single local model included[/]", soft_wrap=True)
+    console.print(f"[dim]* judged after: seconds from the run's end to its last judged "
+                  f"evaluation (the runs wait their turn for the judge; all were judged in "
+                  f"{report.seconds:.1f}s)[/]", soft_wrap=True)
     console.print(f"[dim]** checks decided in code, no judge ({', '.join(CHECKS)}): true "
                   "with any judge or none[/]", soft_wrap=True)
     console.print("Pipeline decisions:", soft_wrap=True)

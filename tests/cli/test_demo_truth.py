@@ -45,7 +45,7 @@ def rows(output: str) -> list[str]:
     starts = [i for i, line in enumerate(lines)
               if re.match(r"\s*(support-bot|code-helper): ", line)]
     assert len(starts) == len(DEMO_TASKS), output
-    end = next(i for i, line in enumerate(lines) if line.startswith("* judge latency"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("* judged after"))
     return ["\n".join(lines[a:b]) for a, b in zip(starts, [*starts[1:], end], strict=True)]
 
 
@@ -73,6 +73,9 @@ def test_the_whole_demo_output_on_a_truthful_scripted_judge(
         assert (row.count("1 pass"), row.count("0 fail")) == (passes, 2 - passes), row
         alignment = data["prompt_alignment"]["label"]
         assert (alignment in ("excellent", "good")) == truth["aligned"], (task, alignment)
+    # each run's wait for its judgements is within the whole judging time (they overlap)
+    waits = [row["waited"] for row in report.rows]
+    assert all(w is not None and 0 <= w <= report.seconds for w in waits), (waits, report)
     assert "not shown" not in text  # a judge of the user's: its verdicts are shown as such
     assert "9/9 evaluations decided (" in text  # not a terminal: a line as they are decided
     assert f"how far to trust them: otel-scorers calibrate --model {judge_server.model}" in text
