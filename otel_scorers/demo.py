@@ -7,8 +7,9 @@ scorers, and a checks scorer decided in code (no judge: its verdicts are true wi
 none at all included). The summary is read back from the evaluation spans the pipeline
 emitted, counts what was scored, what failed and why, and the
 telemetry goes to OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, else to a file of OTLP JSON
-lines (one export request per line, as the Collector's file exporter writes; ``otel-scorers
-rescore`` reads it back), plus a Prometheus scrape endpoint when asked.
+lines (one export request per line, as the Collector's file exporter writes) with the demo's
+configuration beside it (``otel-scorers rescore FILE --config`` judges the runs again as the demo
+did), plus a Prometheus scrape endpoint when asked.
 
 The judge is ``OTEL_SCORERS_JUDGE_MODEL`` or, when unset, the embedded SmolLM2-135M model. The
 embedded judge's measured informedness on the shipped rubric golden set is not above 0.2
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -59,7 +61,7 @@ from otel_scorers.scorers.alignment import PromptAlignmentScorer
 from otel_scorers.scorers.checks_scorer import ChecksScorer
 from otel_scorers.scorers.rubric import RubricScorer
 
-__all__ = ["DEMO_TASKS", "DemoReport", "DemoTask", "run_demo"]
+__all__ = ["DEMO_TASKS", "DemoReport", "DemoTask", "config_path", "demo_config", "run_demo"]
 
 
 @dataclass(frozen=True)
@@ -146,10 +148,44 @@ def _run_agent(provider: TracerProvider, task: DemoTask) -> int:
         return int(span.get_span_context().span_id)
 
 
-class _Exporters:
-    """OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set, else OTLP JSON lines into a file."""
+def demo_config(model: str) -> dict[str, Any]:
+    """The demo's configuration in the file's shape (docs/configuration.md): the judge, the
+    three scorers, the checks and the rubrics its processor was built with, so that ``rescore
+    --config`` judges the demo's runs as the demo did (its rubrics are not in the telemetry).
+    No key is ever written; the judge's API base only when it holds no credentials."""
+    judge: dict[str, Any] = {"model": model, "timeout_s": 180}
+    base = os.environ.get("OTEL_SCORERS_JUDGE_API_BASE")
+    if base:
+        parts = urllib.parse.urlsplit(base)
+        if parts.username is None and parts.password is None and not parts.query:
+            judge["api_base"] = base
+    return {"judge": judge,
+            "scorers": [{"type": "rubric"}, {"type": "prompt_alignment"},
+                        {"type": "checks", "checks": list(CHECKS)}],
+            "rubrics": dict(RUBRICS), "concurrency": 2, "evaluation_timeout_s": 600}
 
-    def __init__(self, telemetry_file: Path) -> None:
+
+def config_path(telemetry_file: Path) -> Path:
+    """Where the demo writes its configuration: beside its telemetry file."""
+    path = telemetry_file.with_suffix(".yaml")
+    return path if path != telemetry_file else telemetry_file.with_name(
+        telemetry_file.name + ".yaml")
+
+
+def _write_config(path: Path, model: str) -> None:
+    import yaml
+
+    header = ("# The configuration otel-scorers demo scored its runs with; read it back with\n"
+              "# otel-scorers rescore <its telemetry file> --config " + path.name + "\n")
+    path.write_text(header + yaml.safe_dump(demo_config(model), sort_keys=False,
+                                            allow_unicode=True), encoding="utf-8")
+
+
+class _Exporters:
+    """OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set, else OTLP JSON lines into a file (and the
+    demo's configuration beside it, for ``rescore``)."""
+
+    def __init__(self, telemetry_file: Path, model: str) -> None:
         self.stream: IO[str] | None = None
         self.spans: SpanExporter
         self.metrics: MetricExporter
@@ -173,13 +209,16 @@ class _Exporters:
                 JsonLinesSpanExporter,
             )
 
+            config = config_path(telemetry_file)
+            _write_config(config, model)
             self.stream = telemetry_file.open("w", encoding="utf-8")
             out = JsonLinesFile(self.stream)
             self.spans = JsonLinesSpanExporter(out)
             self.metrics = JsonLinesMetricExporter(out)
             self.logs = JsonLinesLogExporter(out)
-            self.destination = (f"OTLP JSON lines in {telemetry_file} "
-                                f"(read it back: otel-scorers rescore {telemetry_file})")
+            self.destination = (f"OTLP JSON lines in {telemetry_file}, the demo's configuration "
+                                f"in {config} (read them back: otel-scorers rescore "
+                                f"{telemetry_file} --config {config})")
 
     def close(self) -> None:
         if self.stream is not None:
@@ -200,7 +239,7 @@ def run_demo(console: Console | None = None, *, prometheus_port: int | None = No
                       "emitted but not shown as verdicts.[/]", soft_wrap=True)
     else:
         console.print(f"Judge: {judge.model}", highlight=False)
-    exporters = _Exporters(telemetry_file)
+    exporters = _Exporters(telemetry_file, judge.model)
     report.destinations.append(f"spans, events and metrics: {exporters.destination}")
     resource = Resource.create({"service.name": "otel-scorers-demo"})
     readers: list[MetricReader] = [

@@ -2,17 +2,27 @@
 
 Everything the judge evaluates (the agent's conversation, instructions and response, and rubric
 text taken from spans) is data, not instructions. Each field is wrapped in markers carrying a
-random nonce generated per judge call, so text inside cannot forge a closing marker, and the
-judge is told that nothing between the markers is addressed to it. The nonce is declared on the
-first line of the user message; the system prompt stays identical from call to call.
+nonce that text inside cannot forge, and the judge is told that nothing between the markers is
+addressed to it. The nonce is declared on the first line of the user message; the system prompt
+stays identical from call to call.
+
+The nonce is derived from the fenced texts themselves (:data:`NONCE_HEX` hex digits of a
+SHA-256 over them), not drawn at random: the same request renders the same prompt in live
+scoring, in ``rescore`` and in ``calibrate``, so a deterministic judge (the embedded one, a
+temperature-0 model) gives the same answer to the same run (a random nonce moved the embedded
+judge's alignment of one demo run from 0.72 to 0.42 between the demo and rescore). It is as
+unforgeable as a random one: to close a fence from inside, a text would have to hold the hash
+of itself, a fixed point of SHA-256; with k guesses planted per try that is 2**96 / k tries.
+A nonce that occurs in the texts anyway is derived again with a counter.
 """
 
 from __future__ import annotations
 
-import secrets
+import hashlib
 from collections.abc import Callable, Iterable
 
-__all__ = ["FENCE_RULES", "REDACTION_MARGIN", "Fence", "redact_truncate", "truncate"]
+__all__ = ["FENCE_RULES", "NONCE_HEX", "REDACTION_MARGIN", "Fence", "content_nonce",
+           "redact_truncate", "truncate"]
 
 TRUNCATION_MARKER = "\n[... {omitted} characters truncated by otel-scorers ...]\n"
 
@@ -52,16 +62,33 @@ def redact_truncate(text: str, limit: int, redactor: Callable[[str], str]) -> st
     return kept_head + TRUNCATION_MARKER.format(omitted=omitted) + kept_tail
 
 
+#: Hex digits of a fence nonce (96 bits).
+NONCE_HEX = 24
+
+
+def content_nonce(texts: Iterable[str], domain: str = "fence") -> str:
+    """:data:`NONCE_HEX` hex digits derived from ``texts`` that occur in none of them (see the
+    module docstring: deterministic, and a text cannot hold the hash of itself)."""
+    texts = tuple(texts)
+    digest = hashlib.sha256(f"otel-scorers {domain} v1".encode())
+    for text in texts:
+        digest.update(len(text).to_bytes(8, "big"))
+        digest.update(text.encode("utf-8", "surrogatepass"))
+    counter = 0
+    while True:
+        attempt = digest.copy()
+        attempt.update(counter.to_bytes(8, "big"))
+        nonce = attempt.hexdigest()[:NONCE_HEX]
+        if not any(nonce in text for text in texts):
+            return nonce
+        counter += 1
+
+
 class Fence:
-    """Markers with an unguessable nonce, checked not to occur in any fenced text."""
+    """Markers with a nonce derived from the fenced texts, checked not to occur in any."""
 
     def __init__(self, contents: Iterable[str] = ()) -> None:
-        texts = tuple(contents)
-        while True:
-            nonce = secrets.token_hex(8)  # 64 bits, drawn per call: never seen by the author
-            if not any(nonce in text for text in texts):
-                break
-        self.nonce = nonce
+        self.nonce = content_nonce(contents)
 
     def wrap(self, name: str, text: str) -> str:
         return f"<<<{self.nonce} BEGIN {name}>>>\n{text}\n<<<{self.nonce} END {name}>>>"

@@ -4,10 +4,11 @@ A scorer given ``examples`` (labelled cases of its own kind, :mod:`otel_scorers.
 as objects, dicts or a JSON-lines path) renders them once, at construction, into a block of the
 system prompt:
 
-- The block is fenced as untrusted data with a nonce fixed for the scorer's lifetime, so the
-  system prompt stays an identical, cacheable prefix across calls (provider prompt caches,
-  llama.cpp's KV cache) while text inside cannot forge its end (the nonce is checked not to
-  occur in it, and appears nowhere the run's author could see it).
+- The block is fenced as untrusted data with a nonce derived from the examples
+  (:func:`~otel_scorers.judge.fence.content_nonce`), so the system prompt stays an identical,
+  cacheable prefix across calls and processes (provider prompt caches; the same prompt for
+  the same run in live scoring and rescore) while text inside cannot forge its end (it would
+  have to hold the hash of itself; the nonce is checked not to occur in it).
 - Examples are taken in order while they fit ``max_tokens`` (estimated as characters / 4); the
   rest are dropped, counted (``FewShot.dropped``) and logged once. Each text field is clipped to
   600 characters, keeping head and tail.
@@ -18,13 +19,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import secrets
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from otel_scorers.errors import ConfigError
-from otel_scorers.judge.fence import truncate
+from otel_scorers.judge.fence import content_nonce, truncate
 
 if TYPE_CHECKING:
     from otel_scorers.scorers.cases import LabelledCase
@@ -74,10 +74,7 @@ class FewShot:
             logger.warning("otel-scorers: %d of %d %s examples left out: over "
                            "examples_max_tokens=%d", self.dropped, len(cases), kind, max_tokens)
         body = "\n\n".join(rendered)
-        while True:
-            nonce = secrets.token_hex(8)
-            if nonce not in body:
-                break
+        nonce = content_nonce([body], "examples")  # the same examples, the same prompt
         self.text = "" if not rendered else (
             f"{_HEAD.format(nonce=nonce)}\n<<<EXAMPLES-{nonce} BEGIN>>>\n{body}\n"
             f"<<<EXAMPLES-{nonce} END>>>")

@@ -7,6 +7,7 @@ the one step to real verdicts and the way from a result to its cause."""
 from __future__ import annotations
 
 import io
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -81,13 +82,41 @@ def test_the_whole_demo_output_on_a_truthful_scripted_judge(
     assert f"how far to trust them: otel-scorers calibrate --model {judge_server.model}" in text
     assert text.rstrip().endswith(f"From a failure to its cause: otel-scorers report {telemetry}")
     assert "no_steps" not in text and "To fix" not in text  # no fix message about its own runs
+    config = tmp_path / "demo.yaml"
+    assert f"rescore {telemetry} --config {config})" in text, text
+    assert_rescore_judges_as_the_demo(telemetry, config, report)
+
+
+def assert_rescore_judges_as_the_demo(telemetry: Path, config: Path, report: Any) -> None:
+    """The demo's suggested ``rescore`` decides every scorer on every run as the demo did
+    (without its configuration the rubric was skipped: the demo's rubrics are not in the
+    telemetry)."""
+    from click.testing import CliRunner
+
+    from otel_scorers.cli import main
+
+    assert "api_key" not in config.read_text()  # never a key in the file
+    results = telemetry.with_name("results.jsonl")
+    out = CliRunner().invoke(main, ["rescore", str(telemetry), "--config", str(config),
+                                    "--output", str(results), "--no-progress"])
+    assert out.exit_code == 0, out.output
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    assert len(lines) == 3 * len(DEMO_TASKS), lines
+    assert all("error" not in line and line["score"] is not None for line in lines), lines
+    again = sorted((line["agent"], line["scorer"], line["passed"] if line["scorer"] != (
+        "prompt_alignment") else line["label"]) for line in lines)
+    live = sorted((row["agent"], scorer, row[scorer]["unmet"] == [] if scorer != (
+        "prompt_alignment") else row[scorer]["label"])
+        for row in report.rows for scorer in ("rubric", "prompt_alignment", "checks"))
+    assert again == live, (again, live)
 
 
 @pytest.mark.local_model
 @pytest.mark.timeout(900)
 def test_the_whole_demo_output_on_the_embedded_judge(tmp_path: Path) -> None:
     """The embedded judge's answers are emitted, never shown as a pass, a fail or a label;
-    its measured informedness and the command measuring it are; the checks are as written."""
+    its measured informedness and the command measuring it are; the checks are as written;
+    the suggested rescore gives every run the demo's scores again."""
     import os
     import subprocess
     import sys
@@ -115,6 +144,43 @@ def test_the_whole_demo_output_on_the_embedded_judge(tmp_path: Path) -> None:
     assert text.rstrip().endswith(f"From a failure to its cause: otel-scorers report {telemetry}")
     assert "no_steps" not in text and "To fix" not in text
     assert "illustrative" not in text
+    # what was scored and where it went (each scorer decided every run, nothing ignored)
+    assert "It cannot tell a pass from a fail" in text and "Live scores" in text
+    for scorer in ("rubric", "prompt_alignment", "checks"):
+        assert f"{scorer}: scored=3, selected=3" in text, text
+    assert "3 of 3 agent runs scored by all 3 scorers" in text
+    assert "9 evaluation spans and 9 gen_ai.evaluation.result events" in text
+    assert "Exception ignored" not in out.stderr and "Traceback" not in out.stderr
+    assert f"Telemetry -> spans, events and metrics: OTLP JSON lines in {telemetry}" in text
+    lines = [json.loads(line) for line in telemetry.read_text().splitlines()]
+    assert {next(iter(line)) for line in lines} == {"resourceSpans", "resourceLogs",
+                                                    "resourceMetrics"}
+    # the suggested rescore, in another process with its calls in another order, gives each
+    # run the scores the demo gave it: the embedded judge is deterministic
+    demo = demo_scores(telemetry)
+    results = tmp_path / "results.jsonl"
+    again = subprocess.run([str(Path(sys.executable).with_name("otel-scorers")), "rescore",
+                            str(telemetry), "--config", str(tmp_path / "demo.yaml"),
+                            "--output", str(results), "--no-progress"], capture_output=True,
+                           text=True, env=env, timeout=840, check=False)
+    assert again.returncode == 0, again.stderr
+    rescored = {(line["span_id"], line["scorer"]): line["score"]
+                for line in map(json.loads, results.read_text().splitlines())}
+    assert rescored == demo, (rescored, demo)
+
+
+def demo_scores(telemetry: Path) -> dict[tuple[str, str], float]:
+    """Each run's score per scorer, as the demo emitted them (evaluation spans)."""
+    from otel_scorers.otlp import read_requests, spans_of
+
+    found = {}
+    for request in read_requests(telemetry):
+        for span in spans_of(request):
+            attrs = span.attributes or {}
+            if "gen_ai.evaluation.name" in attrs and span.parent is not None:
+                found[(format(span.parent.span_id, "016x"), str(attrs["gen_ai.evaluation.name"]))
+                      ] = float(attrs["gen_ai.evaluation.score.value"])  # type: ignore[arg-type]
+    return found
 
 
 def test_a_local_openai_compatible_server_is_found_and_named(

@@ -97,36 +97,6 @@ def test_cli_with_the_default_local_judge_exits_cleanly() -> None:
     assert time.monotonic() - started < 240
 
 
-def test_make_demo_command(tmp_path: Path) -> None:
-    # the terminal is narrow on purpose: the plain lines are never wrapped, and the table's
-    # content is checked in the telemetry file, not in the terminal
-    telemetry_file = tmp_path / "demo.jsonl"
-    out = run_cli("demo", "--telemetry-file", str(telemetry_file), timeout=600, columns=40)
-    assert out.returncode == 0, out.stderr + out.stdout
-    text = out.stdout
-    assert "It cannot tell a pass from a fail" in text  # and not shown as verdicts
-    assert "Live scores" in text
-    assert "rubric: scored=3, selected=3" in text
-    assert "prompt_alignment: scored=3, selected=3" in text
-    assert "checks: scored=3, selected=3" in text  # decided in code: true without a key
-    assert "3 of 3 agent runs scored by all 3 scorers" in text
-    assert "9 evaluation spans and 9 gen_ai.evaluation.result events" in text
-    assert "Exception ignored" not in out.stderr and "Traceback" not in out.stderr
-    assert f"Telemetry -> spans, events and metrics: OTLP JSON lines in {telemetry_file}" in text
-    # one OTLP JSON object per line: spans, logs and metrics
-    lines = [json.loads(line) for line in telemetry_file.read_text().splitlines()]
-    kinds = {next(iter(line)) for line in lines}
-    assert kinds == {"resourceSpans", "resourceLogs", "resourceMetrics"}
-    # and rescore reads it back: the three agent runs, judged again offline
-    from otel_scorers.otlp import read_requests, spans_of
-
-    names = [s.name for r in read_requests(telemetry_file) for s in spans_of(r)]
-    assert names.count("invoke_agent support-bot") == 2 and "gen_ai.evaluation rubric" in names
-    rescored = run_cli("rescore", str(telemetry_file), "--dry-run", timeout=300)
-    assert rescored.returncode == 0, rescored.stderr
-    assert json.loads(rescored.stdout)["runs"] == 3
-
-
 def test_a_generation_past_its_timeout_is_stopped_there_not_ignored() -> None:
     """The timeout stops llama.cpp's generation for real (it used to raise inside a ctypes
     callback, where the exception was printed and ignored while generation went on)."""
