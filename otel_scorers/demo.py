@@ -172,13 +172,18 @@ def config_path(telemetry_file: Path) -> Path:
         telemetry_file.name + ".yaml")
 
 
-def _write_config(path: Path, model: str) -> None:
+def _write_config(path: Path, telemetry_file: Path, model: str) -> None:
     import yaml
 
-    header = ("# The configuration otel-scorers demo scored its runs with; read it back with\n"
-              "# otel-scorers rescore <its telemetry file> --config " + path.name + "\n")
-    path.write_text(header + yaml.safe_dump(demo_config(model), sort_keys=False,
-                                            allow_unicode=True), encoding="utf-8")
+    class Dumper(yaml.SafeDumper):
+        """Rubrics as the block text they are."""
+
+    Dumper.add_representer(str, lambda dumper, text: dumper.represent_scalar(
+        "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None))
+    header = (f"# The configuration otel-scorers demo scored {telemetry_file.name}'s runs "
+              f"with:\n# otel-scorers rescore {telemetry_file.name} --config {path.name}\n")
+    path.write_text(header + yaml.dump(demo_config(model), Dumper=Dumper, sort_keys=False,
+                                       allow_unicode=True), encoding="utf-8")
 
 
 class _Exporters:
@@ -210,7 +215,7 @@ class _Exporters:
             )
 
             config = config_path(telemetry_file)
-            _write_config(config, model)
+            _write_config(config, telemetry_file, model)
             self.stream = telemetry_file.open("w", encoding="utf-8")
             out = JsonLinesFile(self.stream)
             self.spans = JsonLinesSpanExporter(out)
