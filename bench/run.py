@@ -791,8 +791,9 @@ def _checks_all_case(copies: int) -> tuple[Any, list[Any]]:
     scorer = ChecksScorer(["json", "json_schema declared", "tool_args_valid",
                            "max_length 4000 chars", "min_length 10 words", "max_duration 30s",
                            "max_tokens 100000", "max_cost 1", "max_llm_calls 10", "no_pii"])
+    fresh = [run.model_copy() for _ in range(copies)]  # (made before any scorer touches it)
     assert scorer.decide(run).passed, scorer.decide(run).reason
-    return scorer, [run.model_copy() for _ in range(copies)]
+    return scorer, fresh
 
 
 def bench_cost_lanes(quick: bool) -> None:

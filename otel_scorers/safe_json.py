@@ -10,14 +10,29 @@ like any other malformed text.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["loads"]
 
 
+#: The scanner ``json.loads`` runs (its default decoder's, in C), called directly on text that
+#: is one value and nothing else: a microsecond saved on a tool call's arguments.
+_SCAN: Callable[[str, int], tuple[Any, int]] = (
+    json.JSONDecoder().scan_once)  # type: ignore[attr-defined]
+
+
 def loads(text: str | bytes, **options: Any) -> Any:
     """``json.loads(text)``; JSON nested too deep is a ``ValueError`` too."""
     try:
+        if not options and type(text) is str:
+            try:
+                value, end = _SCAN(text, 0)
+            except StopIteration:  # (no value at the first character: json.loads says why)
+                pass
+            else:
+                if end == len(text):
+                    return value
         return json.loads(text, **options)
     except RecursionError:
         raise ValueError("JSON is nested too deeply") from None

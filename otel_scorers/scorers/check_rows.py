@@ -6,17 +6,25 @@ kept in the module of its family and named here by import path, loaded on first 
 their own table does not hold, so a new check is a row in a family module (structure, limits,
 personal data), never a line in the module that holds the first checks. Another package (or a
 test) adds one with :func:`register`.
+
+The checks of one decision share what more than one of them derives from the run (the answer
+read as JSON: ``json`` and ``json_schema``) through :func:`shared`, kept only while that
+decision lasts (:func:`sharing`): a run held in a queue does not hold its parsed answer too.
 """
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["BUILTIN_CHECK_ROWS", "CheckRow", "builder", "names", "register", "test"]
+__all__ = ["BUILTIN_CHECK_ROWS", "CheckRow", "builder", "done_sharing", "names", "register",
+           "shared", "sharing", "test"]
+
+T = TypeVar("T")
 
 #: The built-in families, by import path (``module:attribute``, a tuple of rows).
 BUILTIN_CHECK_ROWS = (
@@ -80,7 +88,8 @@ def builder(key: str) -> Callable[[str], Any] | None:
 
 def test(kind: str) -> Callable[..., Any]:
     """How a check of ``kind`` (a row's name) decides a run."""
-    _load()
+    if not _loaded:
+        _load()
     return _rows[kind].test
 
 
@@ -88,3 +97,31 @@ def names() -> tuple[str, ...]:
     """The rows' names, in the order they were added."""
     _load()
     return tuple(_rows)
+
+
+#: What the checks deciding one run share: the run, and its derived values by key.
+_SHARED: contextvars.ContextVar[tuple[object, dict[str, Any]] | None] = contextvars.ContextVar(
+    "check_rows_shared", default=None)
+
+
+def sharing(run: object) -> contextvars.Token[tuple[object, dict[str, Any]] | None]:
+    """Start sharing derived values among the checks of ``run`` in this context, until
+    :func:`done_sharing` is given the token."""
+    return _SHARED.set((run, {}))
+
+
+def done_sharing(token: contextvars.Token[tuple[object, dict[str, Any]] | None]) -> None:
+    _SHARED.reset(token)
+
+
+def shared(run: object, key: str, make: Callable[[], T]) -> T:
+    """``make()``, made once for ``run`` while its checks share (see :func:`sharing`), else
+    made at each call."""
+    scope = _SHARED.get()
+    if scope is None or scope[0] is not run:
+        return make()
+    memo = scope[1]
+    if key not in memo:
+        memo[key] = make()
+    made: T = memo[key]
+    return made

@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 
 from otel_scorers.errors import ConfigError
 from otel_scorers.registry import Flag, Options, ScorerType
+from otel_scorers.scorers import check_rows
 from otel_scorers.scorers.analysis import RubricAnalysis
 from otel_scorers.scorers.base import BaseScorer, validate_scale
 from otel_scorers.scorers.checks import (
@@ -51,7 +52,11 @@ class ChecksScorer(BaseScorer):
         """The result, synchronously (no judge: a pure function of the run)."""
         if self.uses_steps and not run.steps:
             return no_steps_result(self.name, self.scale, run)
-        found, undecided = verdicts(self.checks, run)
+        token = check_rows.sharing(run)
+        try:
+            found, undecided = verdicts(self.checks, run)
+        finally:
+            check_rows.done_sharing(token)
         unmet = [v for v in found if not v.satisfied]
         analysis = RubricAnalysis(criteria=found, required_unmet=len(unmet))
         if undecided and len(unmet) == undecided:  # nothing kept fails: never a pass

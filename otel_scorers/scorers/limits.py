@@ -2,13 +2,15 @@
 :mod:`~otel_scorers.scorers.check_rows`):
 
 - ``max_length N [chars|words|tokens]`` / ``min_length N [...]`` (characters by default): the
-  answer's length. Tokens are an estimate stated in the reason: a quarter of the characters,
-  rounded up (OpenAI's rule of thumb for English); a check runs with no judge model and loading
-  litellm's tokenizers costs seconds on the worker, so no tokenizer is asked;
+  answer's length; words as ``str.split`` counts them. Tokens are not counted by a tokenizer
+  (neither litellm's nor any model's): they are an estimate stated in the reason, a quarter of
+  the characters, rounded up (OpenAI's rule of thumb for English); a check runs with no judge
+  model and importing litellm for its tokenizers costs seconds on the worker;
 - ``max_duration 5s`` (``ms``, ``s``, ``m``; a bare number is seconds): the interaction's span
   duration (:attr:`ScorerRun.duration_ns <otel_scorers.scorers.run.ScorerRun.duration_ns>`);
-- ``max_tokens N``: the tokens of the run's LLM calls (each call's ``gen_ai.usage.input_tokens``
-  + ``output_tokens``, or OpenInference's ``llm.token_count.*``), summed;
+- ``max_tokens N``: the tokens of the run's LLM calls as each call reported them
+  (``gen_ai.usage.input_tokens`` + ``output_tokens``, or OpenInference's
+  ``llm.token_count.*``), summed; nothing is tokenized;
 - ``max_cost 0.02`` (US dollars): those tokens priced with litellm's price map (the copy the
   installed litellm ships, read once when the check is built, without importing litellm), by
   each call's model; a call whose model has no price is left out of the sum and the reason
@@ -50,9 +52,22 @@ def approximate_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
+#: An ASCII text's white space (what ``str.split`` splits on) as space, all else as ``x``.
+_SPACE_OR_NOT = bytes(ord(" ") if chr(code).isspace() else ord("x") for code in range(256))
+
+
+def words(text: str) -> int:
+    """Words in ``text``: ``len(text.split())``, counted without making the words when the text
+    is ASCII (a word begins wherever a non-space follows a space or the start)."""
+    if not text.isascii():
+        return len(text.split())
+    marks = text.encode("ascii").translate(_SPACE_OR_NOT)
+    return marks.count(b" x") + marks.startswith(b"x")
+
+
 def _measure(text: str, unit: str) -> int:
     if unit == "words":
-        return len(text.split())
+        return words(text)
     if unit == "tokens":
         return approximate_tokens(text)
     return len(text)
@@ -108,10 +123,6 @@ def _duration(run: ScorerRun, seconds: float) -> Verdict:
     return took <= seconds, f"the run took {took:.3g} s (at most {seconds:g} s)"
 
 
-def _llm_steps(run: ScorerRun) -> list[Any]:
-    return [step for step in run.steps if step.kind == "llm"]
-
-
 def max_tokens(limit: int) -> Check:
     """The run's LLM calls used at most ``limit`` tokens in all (input and output)."""
     return Check(f"max_tokens_{_count(limit, 'max_tokens')}",
@@ -119,7 +130,7 @@ def max_tokens(limit: int) -> Check:
 
 
 def _tokens(run: ScorerRun, limit: int) -> Verdict:
-    reported = [s for s in _llm_steps(run)
+    reported = [s for s in run.llm_steps
                 if s.input_tokens is not None or s.output_tokens is not None]
     if not reported:
         raise ScorerInputError("max_tokens: no LLM call of the run reports its usage "
@@ -144,7 +155,7 @@ def max_llm_calls(limit: int) -> Check:
 
 
 def _llm_calls(run: ScorerRun, limit: int) -> Verdict:
-    count = len(_llm_steps(run))
+    count = len(run.llm_steps)
     return _summed(run, count <= limit, f"{count} LLM call(s) (at most {limit})")
 
 
@@ -171,6 +182,7 @@ def _prices() -> Mapping[str, Any]:
     return {}
 
 
+@functools.lru_cache(maxsize=1024)
 def _price(model: str) -> tuple[float, float] | None:
     prices = _prices()
     for name in (model, model.split("/", 1)[-1]):
@@ -185,7 +197,7 @@ def _cost(run: ScorerRun, usd: float) -> Verdict:
     total = 0.0
     priced = 0
     unpriced: dict[str, int] = {}
-    for step in _llm_steps(run):
+    for step in run.llm_steps:
         if step.input_tokens is None and step.output_tokens is None:
             unpriced[step.name] = unpriced.get(step.name, 0) + 1
             continue

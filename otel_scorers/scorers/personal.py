@@ -101,35 +101,44 @@ def find_pii(text: str, kinds: tuple[str, ...] = KINDS,
 #: its pattern can match (a superset), so nothing is missed: digits written 0 (an IPv4
 #: address holds ``0.0``), separators dropped too (a card holds 13 digits in a row, a phone
 #: without ``+`` 8), hex digits written 0 (an IPv6 address holds ``0:0`` or ``::``), capitals
-#: written A (an IBAN starts ``AA00``).
-_DIGITS = str.maketrans("0123456789", "0000000000")
-_SEPARATORS = str.maketrans("", "", " .-()")
-_HEX = str.maketrans("0123456789abcdefABCDEF", "0" * 22)
-_CAPITALS = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", "A" * 26 + "0" * 10)
+#: written A (an IBAN starts ``AA00``). The views are bytes, translated by a table: the text
+#: itself when it is ASCII; else the text with every digit written 0 first (the patterns'
+#: ``\d`` is any Unicode digit: a card in full-width digits passes the Luhn check), as UTF-8,
+#: where an ASCII needle is found exactly where it is in the text.
+_ANY_DIGIT = re.compile(r"\d")
+_DIGIT_TABLE = bytes.maketrans(b"0123456789", b"0" * 10)
+#: Each view: its table, and the characters it drops.
+_TABLES = {
+    "digits": (_DIGIT_TABLE, b""), "compact": (_DIGIT_TABLE, b" .-()"),
+    "hex": (bytes.maketrans(b"0123456789abcdefABCDEF", b"0" * 22), b""),
+    "capitals": (bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+                                 b"A" * 26 + b"0" * 10), b""),
+}
 
 
 class _Views:
     """The translated views of one text, each made on first use."""
 
     def __init__(self, text: str) -> None:
-        self.text = text
-        self._made: dict[str, str] = {}
+        self.base = (text.encode("ascii") if text.isascii() else
+                     _ANY_DIGIT.sub("0", text).encode("utf-8", "surrogatepass"))
+        self._made: dict[str, bytes] = {}
 
-    def view(self, name: str) -> str:
-        if name not in self._made:
-            self._made[name] = (self.view("digits").translate(_SEPARATORS) if name == "compact"
-                                else self.text.translate({"digits": _DIGITS, "hex": _HEX,
-                                                          "capitals": _CAPITALS}[name]))
-        return self._made[name]
+    def view(self, name: str) -> bytes:
+        made = self._made.get(name)
+        if made is None:
+            table, dropped = _TABLES[name]
+            made = self._made[name] = self.base.translate(table, dropped)
+        return made
 
 
 _WORTH: dict[int, Callable[[_Views], bool]] = {
-    id(_EMAIL): lambda v: "@" in v.text,
-    id(_IBAN): lambda v: "AA00" in v.view("capitals"),
-    id(_CARD): lambda v: "0" * 13 in v.view("compact"),
-    id(_IPV4): lambda v: "0.0" in v.view("digits"),
-    id(_IPV6): lambda v: "::" in v.text or "0:0" in v.view("hex"),
-    id(_PHONE): lambda v: "+" in v.text or "0" * 8 in v.view("compact"),
+    id(_EMAIL): lambda v: b"@" in v.base,
+    id(_IBAN): lambda v: b"AA00" in v.view("capitals"),
+    id(_CARD): lambda v: b"0" * 13 in v.view("compact"),
+    id(_IPV4): lambda v: b"." in v.base and b"0.0" in v.view("digits"),
+    id(_IPV6): lambda v: b"::" in v.base or b"0:0" in v.view("hex"),
+    id(_PHONE): lambda v: b"+" in v.base or b"0" * 8 in v.view("compact"),
 }
 
 

@@ -154,12 +154,24 @@ class ScorerRun(BaseModel):
         return self.step_counts.tool_errors if self.step_counts is not None else None
 
     @functools.cached_property
+    def llm_steps(self) -> tuple[Step, ...]:
+        """The LLM calls, in order."""
+        return tuple(step for step in self.steps if step.kind == "llm")
+
+    # (pydantic copies __dict__: a copy with other steps would keep the cached views of these)
+    def __copy__(self) -> ScorerRun:
+        return _without_views(super().__copy__())
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> ScorerRun:
+        return _without_views(super().__deepcopy__(memo))
+
+    @functools.cached_property
     def acts(self) -> tuple[Step, ...]:
         """The steps that acted in the world (tool calls, retrievals, handoffs), in order:
         what a trajectory is made of (LLM calls are not steps of it)."""
         return tuple(step for step in self.steps if step.kind != "llm")
 
-    @property
+    @functools.cached_property
     def response(self) -> str:
         """The agent's final answer: the last assistant output message (else the last one)."""
         for message in reversed(self.output):
@@ -247,6 +259,17 @@ class ScorerRun(BaseModel):
 
 
 RunLike = ScorerRun | Mapping[str, Any]
+
+#: The views a run caches in its ``__dict__`` (dropped from a copy).
+_CACHED_VIEWS = tuple(name for name, value in vars(ScorerRun).items()
+                      if isinstance(value, functools.cached_property))
+
+
+def _without_views(run: ScorerRun) -> ScorerRun:
+    for name in _CACHED_VIEWS:
+        run.__dict__.pop(name, None)
+    return run
+
 
 _RUN_INPUT_KEYS = frozenset({
     "inputMessages", "input_messages", "rememberedMessages", "remembered_messages",

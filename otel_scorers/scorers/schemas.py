@@ -14,8 +14,10 @@ Validated with the ``jsonschema`` library (the draft a schema's ``$schema`` name
   has): every keyword that descends, follows a reference or compares against many values
   checks the deadline, ``pattern`` and ``patternProperties`` search with the ``regex`` module
   under the time left (a pattern with nested repeats gives up instead of backtracking for
-  minutes), ``uniqueItems`` is linear (the library's fallback is quadratic), ``enum`` one set
-  lookup per value (the library compares with every member); a ``$ref`` cycle that recurses
+  minutes; an anchored plain one on a short text, whose search is bounded, without the
+  timeout's cost: :mod:`~otel_scorers.scorers.pattern_cost`), ``uniqueItems`` is linear (the
+  library's fallback is quadratic), ``enum`` one set lookup per value (the library compares
+  with every member); a ``$ref`` cycle that recurses
   without end is an error too. A validation gives up only once it has made
   :data:`MIN_CHECKS` deadline checks (or a search used :data:`MIN_SEARCH_S` at least): one
   held up by a garbage collection or a busy machine is not a slow one, and is not turned into
@@ -47,6 +49,7 @@ from referencing.exceptions import NoSuchResource, Unresolvable
 from otel_scorers import safe_json
 from otel_scorers.errors import ScorerInputError
 from otel_scorers.scorers.checks import MATCH_TIMEOUT_S
+from otel_scorers.scorers.pattern_cost import MAX_PLAIN_TEXT_CHARS, bounded
 from otel_scorers.scorers.schema_fast import canonical, quick
 from otel_scorers.scorers.steps import MAX_TOOL_SCHEMA_CHARS, SCHEMA_OVER_LIMIT
 
@@ -116,19 +119,25 @@ def _timed(keyword: Callable[..., Any]) -> Callable[..., Iterator[Any]]:
 
 def _search(pattern: str, text: str) -> bool:
     state = _STATE.get()
-    if _over(state):
+    state[1] += 1  # (_over, inline: this runs once for every string a pattern checks)
+    if state[1] >= MIN_CHECKS and time.monotonic() > state[0]:
         raise _OverBudget
+    compiled, plain = _regex(pattern)
+    if plain and len(text) <= MAX_PLAIN_TEXT_CHARS:  # bounded without a timeout (its cost)
+        return compiled.search(text) is not None
     left = max(state[0] - time.monotonic(), MIN_SEARCH_S)
     try:
-        found = _regex(pattern).search(text, concurrent=True, timeout=left)
+        found = compiled.search(text, concurrent=True, timeout=left)
     except TimeoutError:  # searched for a real share of the budget: the pattern is slow
         raise _OverBudget from None
     return found is not None
 
 
 @functools.lru_cache(maxsize=256)
-def _regex(pattern: str) -> Any:
-    return regex.compile(pattern, flags=regex.VERSION0)
+def _regex(pattern: str) -> tuple[Any, bool]:
+    """The compiled pattern, and whether a short text's search is bounded without a timeout
+    (:func:`~otel_scorers.scorers.pattern_cost.bounded`)."""
+    return regex.compile(pattern, flags=regex.VERSION0), bounded(pattern)
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
@@ -201,6 +210,8 @@ class Compiled:
 
     validator: Any
     quick: Callable[[Any], bool] | None
+    #: whether the quick checker may search a pattern (only then is the budget set for it)
+    searches: bool = True
 
 
 @functools.lru_cache(maxsize=64)
@@ -234,16 +245,36 @@ def compiled(schema_text: str) -> Compiled:
     keywords.update(pattern=_timed(_pattern), patternProperties=_timed(_pattern_properties),
                     uniqueItems=_timed(_unique_items), enum=_timed(_enum_keyword()))
     fast = quick(schema, _search) if base.__name__ in _QUICK_DRAFTS else None
-    return Compiled(validators.extend(base, keywords)(schema, registry=_REGISTRY), fast)
+    return Compiled(validators.extend(base, keywords)(schema, registry=_REGISTRY), fast,
+                    _holds_pattern(schema))
+
+
+def _holds_pattern(schema: Any) -> bool:
+    """Whether ``pattern`` is a key anywhere in ``schema`` (a property so named too)."""
+    stack = [schema]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if "pattern" in item:
+                return True
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def failures(schema: Compiled, instance: Any) -> list[str]:
     """Where ``instance`` fails the schema (each failing path, at most
     :data:`MAX_FAILURES_SHOWN`, then how many more), empty when it validates;
     :class:`SchemaBoundError` when it cannot be decided within the bounds."""
+    fast = schema.quick
+    if fast is not None and not schema.searches:  # (no search: the value's size bounds it)
+        if fast(instance):
+            return []
+        fast = None
     token = _STATE.set([time.monotonic() + VALIDATION_BUDGET_S, 0.0])
     try:
-        if schema.quick is not None and schema.quick(instance):
+        if fast is not None and fast(instance):
             return []
         found = []
         for error in schema.validator.iter_errors(instance):

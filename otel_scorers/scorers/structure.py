@@ -31,7 +31,7 @@ from typing import Any
 
 from otel_scorers import safe_json
 from otel_scorers.errors import ConfigError, ScorerInputError
-from otel_scorers.scorers.check_rows import CheckRow
+from otel_scorers.scorers.check_rows import CheckRow, shared
 from otel_scorers.scorers.checks import Check, Verdict
 from otel_scorers.scorers.run import ScorerRun
 from otel_scorers.scorers.schemas import (
@@ -60,6 +60,13 @@ def answer_json(run: ScorerRun, check: str) -> tuple[Any, str | None]:
     if len(text) > MAX_INSTANCE_CHARS:
         raise ScorerInputError(f"{check}: the answer has {len(text)} characters, over the limit "
                                f"of {MAX_INSTANCE_CHARS} (MAX_INSTANCE_CHARS)")
+    return shared(run, _ANSWER, lambda: _read(text))  # (json and json_schema read it once)
+
+
+_ANSWER = f"{__name__}.answer_json"
+
+
+def _read(text: str) -> tuple[Any, str | None]:
     fenced = _FENCE.search(text) if "```" in text else None
     body = fenced.group(1) if fenced else text.strip()
     if not body.strip():
@@ -150,6 +157,8 @@ def _tool_args(run: ScorerRun) -> Verdict:
             unchecked[step.name] = unchecked.get(step.name, 0) + 1
             continue
         checked += 1
+        if _fits_quickly(schema, step.arguments):
+            continue
         problem = _arguments_problem(schema, step.arguments, step.name, index + 1)
         if problem:
             bad.append(f"{step.name} (step {index + 1}): {problem}")
@@ -166,6 +175,20 @@ def _tool_args(run: ScorerRun) -> Verdict:
                                f"({', '.join(list(unchecked)[:5])}): nothing to check")
     return True, (f"{checked} call(s) fit their tool's schema" if checked
                   else "no tool call") + note
+
+
+def _fits_quickly(schema: str, arguments: str | None) -> bool:
+    """Whether the arguments fit by the schema's quick checker alone, when it needs no budget
+    (no ``pattern``): what :func:`_arguments_problem` would find no problem in; ``False`` is
+    no verdict (that function decides)."""
+    try:
+        fast = compiled(schema)
+        if (fast.quick is None or fast.searches or not arguments
+                or arguments.endswith(" characters cut]")):
+            return False
+        return fast.quick(safe_json.loads(arguments))
+    except (SchemaBoundError, ValueError):
+        return False
 
 
 def _arguments_problem(schema: str, arguments: str | None, tool: str, step: int) -> str | None:

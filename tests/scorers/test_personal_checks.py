@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -18,6 +19,7 @@ from otel_scorers.config.settings import StrictModel
 from otel_scorers.pipeline import ScoringSpanProcessor
 from otel_scorers.policy import ContentPolicy
 from otel_scorers.registry import Backend, option
+from otel_scorers.scorers import personal
 from otel_scorers.scorers.personal import find_pii
 from otel_scorers.scorers.run import ScorerRun
 from tests.support import Telemetry, end_agent_span
@@ -138,34 +140,50 @@ def test_a_found_value_is_in_no_span_event_metric_log_or_backend_write(
         processor.shutdown()
 
 
-def test_the_cheap_tests_first_never_miss_what_the_patterns_find() -> None:
+def unfiltered(text: str) -> dict[str, list[int]]:
+    """What every pattern finds in ``text``, run with no cheap test first."""
+    found: dict[str, list[int]] = {}
+    claimed: list[tuple[int, int]] = []
+    for kind in personal.KINDS:
+        for pattern, valid in personal._DETECTORS[kind]:
+            for m in pattern.finditer(text):
+                if (valid is None or valid(m.group(0))) and not any(
+                        m.start() < r and left < m.end() for left, r in claimed):
+                    claimed.append((m.start(), m.end()))
+                    found.setdefault(kind, []).append(m.start())
+    return found
+
+
+EDGES = (["4111-1111-1111-1111", "(415) 555-0132", "415.555.0132", "+1 (415) 555 0132",
+          "GB82 WEST 1234 5698 7654 32", "10.0.0.1", "fe80::1", "a:b:c:d:e:f:1:2", "x@y.io",
+          "12:30", "1.2.3", "SKU-0001", " ", "-", ".", "(", ")", ":", "+", "@"],
+         "0123456789abcdefABCXYZ .-()+:@")
+#: ``\d`` is any Unicode digit: full-width and Arabic-Indic ones, beside other letters and spaces
+OTHER_DIGITS = (["4111 1111 1111 1111", "\uff14\uff11\uff11\uff11" * 4, "(415) 555-0132",
+                 "\u0664\u0661\u0665\u0665\u0665\u0665\u0660\u0661\u0663\u0662", "+\u0661 415",
+                 "DE89 3704 0044 0532 0130 00", "10.0.0.1", "fe80::1", "x@y.io", "é", "\u3000"],
+                "0123456789abcdefABC .-()+:@é\u0663\uff10")
+
+
+@pytest.mark.parametrize("pieces, alphabet", [EDGES, OTHER_DIGITS], ids=["edges", "other_digits"])
+def test_the_cheap_tests_first_never_miss_what_the_patterns_find(pieces: list[str],
+                                                                 alphabet: str) -> None:
     """Each pattern runs only where a cheap test finds a candidate: on texts built to sit at
-    the edges (separators, parentheses, hex, capitals), what is found equals what the
-    patterns find run on every text."""
-    import random
-
-    from otel_scorers.scorers import personal
-
-    def unfiltered(text: str) -> dict[str, list[int]]:
-        found: dict[str, list[int]] = {}
-        claimed: list[tuple[int, int]] = []
-        for kind in personal.KINDS:
-            for pattern, valid in personal._DETECTORS[kind]:
-                for m in pattern.finditer(text):
-                    if (valid is None or valid(m.group(0))) and not any(
-                            m.start() < r and left < m.end() for left, r in claimed):
-                        claimed.append((m.start(), m.end()))
-                        found.setdefault(kind, []).append(m.start())
-        return found
-
+    the edges (separators, parentheses, hex, capitals; digits that are not ASCII), what is
+    found equals what the patterns find run on every text."""
     rng = random.Random(55)
-    pieces = ["4111-1111-1111-1111", "(415) 555-0132", "415.555.0132", "+1 (415) 555 0132",
-              "GB82 WEST 1234 5698 7654 32", "10.0.0.1", "fe80::1", "a:b:c:d:e:f:1:2",
-              "x@y.io", "12:30", "1.2.3", "SKU-0001", " ", "-", ".", "(", ")", ":", "+", "@"]
-    alphabet = "0123456789abcdefABCXYZ .-()+:@"
     for _ in range(3_000):
         parts = [rng.choice(pieces) if rng.random() < 0.4 else
                  "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12)))
                  for _ in range(rng.randint(1, 6))]
         text = rng.choice(["", " ", "-"]).join(parts)
-        assert personal.find_pii(text) == unfiltered(text), text
+        assert find_pii(text) == unfiltered(text), text
+
+
+def test_personal_data_in_other_digits_is_found() -> None:
+    """``\\d`` is any Unicode digit: a card in full-width digits passes the Luhn check and a
+    phone in Arabic-Indic digits fits the pattern, so the cheap tests must not skip them."""
+    card = " ".join(["\uff14\uff11\uff11\uff11"] + ["\uff11" * 4] * 3)  # 4111 1111 1111 1111
+    phone = "(\u0664\u0661\u0665) \u0665\u0665\u0665-\u0660\u0661\u0663\u0662"
+    found = find_pii(f"card {card}, phone {phone} \ud800")
+    assert set(found) == {"card", "phone"}
