@@ -24,28 +24,25 @@ from __future__ import annotations
 import json
 import os
 import time
-import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import (
     BatchLogRecordProcessor,
     InMemoryLogRecordExporter,
-    LogRecordExporter,
     SimpleLogRecordProcessor,
 )
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     InMemoryMetricReader,
-    MetricExporter,
     MetricReader,
     PeriodicExportingMetricReader,
 )
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 from rich import box
@@ -54,6 +51,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from otel_scorers.demo_files import Exporters, demo_config
 from otel_scorers.demo_judge import MIN_INFORMEDNESS, closing_lines, standing
 from otel_scorers.judge.client import DEFAULT_LOCAL_MODEL, JudgeClient
 from otel_scorers.pipeline.processor import ScoringSpanProcessor
@@ -61,7 +59,7 @@ from otel_scorers.scorers.alignment import PromptAlignmentScorer
 from otel_scorers.scorers.checks_scorer import ChecksScorer
 from otel_scorers.scorers.rubric import RubricScorer
 
-__all__ = ["DEMO_TASKS", "DemoReport", "DemoTask", "config_path", "demo_config", "run_demo"]
+__all__ = ["DEMO_TASKS", "DemoReport", "DemoTask", "run_demo"]
 
 
 @dataclass(frozen=True)
@@ -148,88 +146,6 @@ def _run_agent(provider: TracerProvider, task: DemoTask) -> int:
         return int(span.get_span_context().span_id)
 
 
-def demo_config(model: str) -> dict[str, Any]:
-    """The demo's configuration in the file's shape (docs/configuration.md): the judge, the
-    three scorers, the checks and the rubrics its processor was built with, so that ``rescore
-    --config`` judges the demo's runs as the demo did (its rubrics are not in the telemetry).
-    No key is ever written; the judge's API base only when it holds no credentials."""
-    judge: dict[str, Any] = {"model": model, "timeout_s": 180}
-    base = os.environ.get("OTEL_SCORERS_JUDGE_API_BASE")
-    if base:
-        parts = urllib.parse.urlsplit(base)
-        if parts.username is None and parts.password is None and not parts.query:
-            judge["api_base"] = base
-    return {"judge": judge,
-            "scorers": [{"type": "rubric"}, {"type": "prompt_alignment"},
-                        {"type": "checks", "checks": list(CHECKS)}],
-            "rubrics": dict(RUBRICS), "concurrency": 2, "evaluation_timeout_s": 600}
-
-
-def config_path(telemetry_file: Path) -> Path:
-    """Where the demo writes its configuration: beside its telemetry file."""
-    path = telemetry_file.with_suffix(".yaml")
-    return path if path != telemetry_file else telemetry_file.with_name(
-        telemetry_file.name + ".yaml")
-
-
-def _write_config(path: Path, telemetry_file: Path, model: str) -> None:
-    import yaml
-
-    class Dumper(yaml.SafeDumper):
-        """Rubrics as the block text they are."""
-
-    Dumper.add_representer(str, lambda dumper, text: dumper.represent_scalar(
-        "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None))
-    header = (f"# The configuration otel-scorers demo scored {telemetry_file.name}'s runs "
-              f"with:\n# otel-scorers rescore {telemetry_file.name} --config {path.name}\n")
-    path.write_text(header + yaml.dump(demo_config(model), Dumper=Dumper, sort_keys=False,
-                                       allow_unicode=True), encoding="utf-8")
-
-
-class _Exporters:
-    """OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set, else OTLP JSON lines into a file (and the
-    demo's configuration beside it, for ``rescore``)."""
-
-    def __init__(self, telemetry_file: Path, model: str) -> None:
-        self.stream: IO[str] | None = None
-        self.spans: SpanExporter
-        self.metrics: MetricExporter
-        self.logs: LogRecordExporter
-        endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-        if endpoint:
-            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
-                OTLPMetricExporter,
-            )
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            self.spans, self.metrics, self.logs = (OTLPSpanExporter(), OTLPMetricExporter(),
-                                                   OTLPLogExporter())
-            self.destination = f"OTLP/HTTP at {endpoint}"
-        else:
-            from otel_scorers.otlp.json_lines import (
-                JsonLinesFile,
-                JsonLinesLogExporter,
-                JsonLinesMetricExporter,
-                JsonLinesSpanExporter,
-            )
-
-            config = config_path(telemetry_file)
-            _write_config(config, telemetry_file, model)
-            self.stream = telemetry_file.open("w", encoding="utf-8")
-            out = JsonLinesFile(self.stream)
-            self.spans = JsonLinesSpanExporter(out)
-            self.metrics = JsonLinesMetricExporter(out)
-            self.logs = JsonLinesLogExporter(out)
-            self.destination = (f"OTLP JSON lines in {telemetry_file}, the demo's configuration "
-                                f"in {config} (read them back: otel-scorers rescore "
-                                f"{telemetry_file} --config {config})")
-
-    def close(self) -> None:
-        if self.stream is not None:
-            self.stream.close()
-
-
 def run_demo(console: Console | None = None, *, prometheus_port: int | None = None,
              telemetry_file: Path = Path("otel-scorers-demo.jsonl"),
              tasks: tuple[DemoTask, ...] = DEMO_TASKS) -> DemoReport:
@@ -244,7 +160,7 @@ def run_demo(console: Console | None = None, *, prometheus_port: int | None = No
                       "emitted but not shown as verdicts.[/]", soft_wrap=True)
     else:
         console.print(f"Judge: {judge.model}", highlight=False)
-    exporters = _Exporters(telemetry_file, judge.model)
+    exporters = Exporters(telemetry_file, demo_config(judge.model, CHECKS, RUBRICS))
     report.destinations.append(f"spans, events and metrics: {exporters.destination}")
     resource = Resource.create({"service.name": "otel-scorers-demo"})
     readers: list[MetricReader] = [

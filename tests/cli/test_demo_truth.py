@@ -222,13 +222,14 @@ def test_a_local_openai_compatible_server_is_found_and_named(
 
 def test_the_demo_configuration_never_holds_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     """No key is written; an API base is, for rescore, unless it carries credentials."""
-    from otel_scorers.demo import demo_config
+    from otel_scorers.demo import CHECKS, RUBRICS
+    from otel_scorers.demo_files import demo_config
 
     monkeypatch.setenv("OTEL_SCORERS_JUDGE_API_KEY", "sk-secret-value")
     monkeypatch.setenv("OTEL_SCORERS_JUDGE_API_BASE", "http://127.0.0.1:8080/v1")
-    assert demo_config("openai/m")["judge"] == {"model": "openai/m", "timeout_s": 180,
-                                               "api_base": "http://127.0.0.1:8080/v1"}
+    assert demo_config("openai/m", CHECKS, RUBRICS)["judge"] == {
+        "model": "openai/m", "timeout_s": 180, "api_base": "http://127.0.0.1:8080/v1"}
     for base in ("http://user:pw@127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1?key=sk-x"):
         monkeypatch.setenv("OTEL_SCORERS_JUDGE_API_BASE", base)
-        config = demo_config("openai/m")
+        config = demo_config("openai/m", CHECKS, RUBRICS)
         assert "api_base" not in config["judge"] and "sk-" not in repr(config)
