@@ -22,7 +22,7 @@ run's alignment read 0.72, 0.68 and 0.57 in one process as other runs were score
 generating the answer.
 
 The model is tiny: it cannot tell a pass from a fail (its informedness on the shipped rubric
-golden set is 0.059: :mod:`otel_scorers.demo_judge`). It proves the plumbing, never the
+golden set is -0.041: :mod:`otel_scorers.demo_judge`). It proves the plumbing, never the
 quality. Point ``OTEL_SCORERS_JUDGE_MODEL`` at a real model for real use.
 """
 
