@@ -45,9 +45,9 @@ class Standing:
 #: on 2 shared cores (2026-12-08, 5 min 1 s; the prompts are deterministic since that day, the
 #: fence nonce derived from the texts, and the model answers a prompt the same): 37 cases, no
 #: error; TPR 0.059 (1 of 17, Wilson 95% 0.011 to 0.270), TNR 0.90 (18 of 20, 0.699 to 0.972):
-#: it fails almost every run. Informedness -0.041; its interval here is the Wilson bounds combined (TPR
-#: low + TNR low - 1 to TPR high + TNR high - 1). (2026-12-07, random nonces: TPR 0.059, TNR
-#: 1.0, informedness 0.059.)
+#: it fails almost every run. Informedness -0.041; its interval here is the Wilson bounds
+#: combined (TPR low + TNR low - 1 to TPR high + TNR high - 1). (2026-12-07, random nonces: TPR
+#: 0.059, TNR 1.0, informedness 0.059.)
 EMBEDDED = Standing(informedness=-0.041, low=-0.290, high=0.242, cases=37,
                     command="otel-scorers calibrate --model local/smollm2 --scorer rubric")
 
