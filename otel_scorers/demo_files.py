@@ -49,10 +49,16 @@ def _write_config(path: Path, telemetry_file: Path, config: dict[str, Any]) -> N
 
     Dumper.add_representer(str, lambda dumper, text: dumper.represent_scalar(
         "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None))
-    header = (f"# The configuration otel-scorers demo scored {telemetry_file.name}'s runs "
-              f"with:\n# otel-scorers rescore {telemetry_file.name} --config {path.name}\n")
+    # (a file name holding a line break must not end the comment and write YAML of its own)
+    data, written = _one_line(telemetry_file.name), _one_line(path.name)
+    header = (f"# The configuration otel-scorers demo scored {data}'s runs "
+              f"with:\n# otel-scorers rescore {data} --config {written}\n")
     path.write_text(header + yaml.dump(config, Dumper=Dumper, sort_keys=False,
                                        allow_unicode=True), encoding="utf-8")
+
+
+def _one_line(text: str) -> str:
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 class Exporters:

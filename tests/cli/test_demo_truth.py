@@ -233,3 +233,16 @@ def test_the_demo_configuration_never_holds_a_secret(monkeypatch: pytest.MonkeyP
         monkeypatch.setenv("OTEL_SCORERS_JUDGE_API_BASE", base)
         config = demo_config("openai/m", CHECKS, RUBRICS)
         assert "api_base" not in config["judge"] and "sk-" not in repr(config)
+
+
+def test_a_file_name_cannot_write_the_demo_configuration(tmp_path: Path) -> None:
+    """A telemetry file named with a line break stays inside the header's comment."""
+    from otel_scorers.config import load_settings
+    from otel_scorers.demo import CHECKS, RUBRICS
+    from otel_scorers.demo_files import Exporters, config_path, demo_config
+
+    telemetry = tmp_path / "x\nenabled: true\nq.jsonl"
+    Exporters(telemetry, demo_config("openai/m", CHECKS, RUBRICS)).close()
+    settings = load_settings(config=config_path(telemetry), env={}).settings
+    assert settings.enabled is False and [s.type for s in settings.scorers] == [
+        "rubric", "prompt_alignment", "checks"]
